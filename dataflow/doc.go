@@ -1,0 +1,11 @@
+// Package dataflow is the home of everything the executors share: the job
+// model (job), the Arrow operator set (operator), key groups (keygroup), the
+// state snapshot format (state), sources, sinks, durable storage, crash
+// injection (fault), the run configuration and summary (run) and the oracle
+// (oracle).
+//
+// An executor (microbatch, diskphase, recordwise) is a scheduler plus a
+// recovery protocol wrapped around these pieces. Executors import dataflow
+// packages; they never import each other, and nothing in dataflow imports an
+// executor.
+package dataflow
