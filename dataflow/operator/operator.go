@@ -81,6 +81,11 @@ type Operator interface {
 	// or before wm fire, and state that can no longer match is dropped.
 	// Watermarks never go backwards; a smaller wm is ignored.
 	AdvanceWatermark(wm int64, out Emitter) error
+	// Flush emits what the operator has accumulated but not emitted yet (the
+	// keyed aggregation's changed keys). Executors call it at the end of each
+	// unit of input they deliver: a micro-batch, a network buffer, and always
+	// before Snapshot. Operators with nothing pending emit nothing.
+	Flush(out Emitter) error
 	// Close frees the operator's memory. Emitting is not allowed from Close:
 	// at the end of a bounded input the executor first advances the watermark
 	// to EndOfTime.
@@ -97,7 +102,8 @@ const NoWatermark int64 = -1 << 63
 type Stateful interface {
 	Operator
 	// Snapshot copies the state of every non-empty key group this instance
-	// owns. The copy is independent of the operator: processing may continue
+	// owns. It fails if Flush has not been called since the last input, since
+	// pending output is not part of the state and would otherwise be lost. The copy is independent of the operator: processing may continue
 	// while the caller encodes it. The caller releases the batches.
 	Snapshot() ([]KeyGroupState, error)
 	// Restore loads state previously produced by Snapshot (possibly by
