@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/source"
+)
+
+func rewind(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = execute(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// independentKeyedCount reads the generator directly and counts with a plain
+// map: no operator, no sink, nothing shared with the engine's path.
+func independentKeyedCount(t *testing.T, spec string) map[int64][2]int64 {
+	t.Helper()
+	src, err := source.Open(spec, source.Options{DefaultSeed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	want := map[int64][2]int64{}
+	for i, name := range src.Partitions() {
+		r, err := src.Open(context.Background(), i, source.Position{Partition: name}, memory.NewGoAllocator())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			b, _, err := r.Next(context.Background(), 10000)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := b.Column(source.IdxKey).(*array.Int64).Int64Values()
+			vals := b.Column(source.IdxValue).(*array.Int64).Int64Values()
+			for k := range keys {
+				if vals[k] >= 0 {
+					c := want[keys[k]]
+					want[keys[k]] = [2]int64{c[0] + 1, c[1] + vals[k]}
+				}
+			}
+			b.Release()
+		}
+		r.Close()
+	}
+	return want
+}
+
+func TestRunKeyedCountReferenceEqualsIndependentCount(t *testing.T) {
+	for _, format := range []string{"parquet", "csv"} {
+		t.Run(format, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			const spec = "gen:records=100000"
+			code, stdout, stderr := rewind(t, "run", "--job", "keyed-count", "--executor", "reference",
+				"--input", spec, "--output", out, "--output-format", format, "--summary", "json")
+			if code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+			}
+			var s map[string]any
+			if err := json.Unmarshal([]byte(lastLine(stdout)), &s); err != nil {
+				t.Fatalf("last stdout line is not one JSON object: %v\n%s", err, stdout)
+			}
+			for _, field := range []string{"job", "executor", "barriers", "sink_mode", "records_in", "rows_out",
+				"sink_duplicate_rows", "lost_records", "crashes", "recoveries", "checkpoints", "latency_ms",
+				"throughput_rps", "wall_ms"} {
+				if _, ok := s[field]; !ok {
+					t.Errorf("summary lacks %q: %s", field, lastLine(stdout))
+				}
+			}
+			if s["records_in"] != float64(100000) || s["sink_duplicate_rows"] != float64(0) || s["executor"] != "reference" {
+				t.Errorf("summary records_in=%v duplicates=%v executor=%v", s["records_in"], s["sink_duplicate_rows"], s["executor"])
+			}
+			j, err := job.Build("keyed-count", job.DefaultParams)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, st, err := sink.Resolve(out, j.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := independentKeyedCount(t, spec)
+			if len(got.Rows) != len(want) || st.DuplicateRows != 0 {
+				t.Fatalf("resolved %d keys (%d duplicates), independent count has %d keys", len(got.Rows), st.DuplicateRows, len(want))
+			}
+			for _, r := range got.Rows { // key, count, sum, _version
+				w, ok := want[r[0]]
+				if !ok || r[1] != w[0] || r[2] != w[1] || r[3] != w[0] {
+					t.Fatalf("key %d: got count %d sum %d version %d, independent count %v", r[0], r[1], r[2], r[3], w)
+				}
+			}
+			if s["resolved_rows"] != float64(len(want)) {
+				t.Errorf("summary resolved_rows %v, want %d", s["resolved_rows"], len(want))
+			}
+		})
+	}
+}
+
+func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string][]string{
+		"allowed are etl":         {"run", "--job", "nope"},
+		"allowed are":             {"run", "--executor", "flink"},
+		"aligned, unaligned":      {"run", "--barriers", "half"},
+		"append, idempotent":      {"run", "--sink-mode", "maybe"},
+		"parquet, csv":            {"run", "--output-format", "xml"},
+		"1..128":                  {"run", "--parallelism", "0"},
+		"must be positive":        {"run", "--trigger", "0s"},
+		"text, json":              {"run", "--summary", "yaml"},
+		"after-records":           {"run", "--executor", "microbatch", "--fail", "worker=1"},
+		"failure-free":            {"run", "--fail", "worker=0,after-records=5"},
+		"NAME=SPEC":               {"run", "--job", "join", "--input", "gen:records=5"},
+		"also needs payments":     {"run", "--job", "join", "--input", "orders=gen:records=5"},
+		"has no input":            {"run", "--input", "left=gen:records=5"},
+		"unknown flag":            {"run", "--colour"},
+		"invalid argument":        {"run", "--parallelism", "two"},
+		"unknown command":         {"frobnicate"},
+		"gen: unknown":            {"run", "--input", "gen:recs=5", "--output", filepath.Join(dir, "o")},
+		"whole milliseconds":      {"run", "--window", "1500us"},
+		"--list-fail-points":      {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
+		"worker 7 does not exist": {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
+	}
+	for phrase, args := range cases {
+		code, _, stderr := rewind(t, args...)
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != exitUsage || len(lines) != 1 || !strings.Contains(stderr, phrase) {
+			t.Errorf("rewind %s: exit %d, stderr %q; want exit 2 and one line containing %q", strings.Join(args, " "), code, stderr, phrase)
+		}
+	}
+}
+
+func TestNotImplementedExecutorsSaySo(t *testing.T) {
+	for _, e := range []string{"microbatch", "diskphase", "recordwise"} {
+		code, stdout, stderr := rewind(t, "run", "--executor", e, "--input", "gen:records=10",
+			"--output", filepath.Join(t.TempDir(), "o"), "--storage", "file://"+t.TempDir())
+		if code != exitFailure || !strings.Contains(stderr, "not implemented yet") || stdout != "" {
+			t.Errorf("--executor %s: exit %d, stdout %q, stderr %q; want exit 1 and 'not implemented yet'", e, code, stdout, stderr)
+		}
+	}
+}
+
+func TestNonEmptyOutputNeedsOverwrite(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "o")
+	args := []string{"run", "--job", "etl", "--input", "gen:records=100", "--output", out}
+	if code, _, stderr := rewind(t, args...); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := rewind(t, args...); code != exitUsage || !strings.Contains(stderr, "--overwrite") {
+		t.Fatalf("second run into the same output: exit %d, %q; want exit 2 mentioning --overwrite", code, stderr)
+	}
+	if code, _, stderr := rewind(t, append(args, "--overwrite")...); code != 0 {
+		t.Fatalf("with --overwrite: exit %d: %s", code, stderr)
+	}
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/oracle"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/diskphase"
+	"github.com/rewind-engine/rewind/microbatch"
+	"github.com/rewind-engine/rewind/recordwise"
+)
+
+// executors maps --executor values to implementations. The CLI is the only
+// place that knows every executor; executors never import each other.
+var executors = map[string]run.Executor{
+	"reference":  oracle.Executor{},
+	"microbatch": microbatch.Executor{},
+	"diskphase":  diskphase.Executor{},
+	"recordwise": recordwise.Executor{},
+}
+
+func executorNames() []string {
+	out := make([]string, 0, len(executors))
+	for n := range executors {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type runFlags struct {
+	job, executor, barriers      string
+	alignmentTimeout             time.Duration
+	inputs                       []string
+	output, outputFormat         string
+	sinkMode, storage, s3        string
+	parallelism                  int
+	checkpointInterval, trigger  time.Duration
+	window, joinWindow, disorder time.Duration
+	fails                        []string
+	seed                         int64
+	summary, progress            string
+	overwrite, listFailPoints    bool
+	verbose                      bool
+}
+
+func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run one job under one executor",
+		Example: `  rewind run                                   # keyed-count on 1M generated records
+  rewind run --job windowed-sum --window 500ms --summary json
+  rewind run --job join --input orders=gen:records=5000,seed=1 --input payments=gen:records=5000,seed=2
+  rewind run --job etl --input file:./data --output out --output-format csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, stdout, stderr) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.job, "job", "keyed-count", "built-in job: "+strings.Join(job.Names(), ", "))
+	fl.StringVar(&f.executor, "executor", "reference", "recovery model: "+strings.Join(executorNames(), ", "))
+	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
+	fl.DurationVar(&f.alignmentTimeout, "alignment-timeout", 0, "recordwise: switch a checkpoint to unaligned after aligning this long (0 = never)")
+	fl.StringArrayVar(&f.inputs, "input", nil, "input source SPEC, or NAME=SPEC for jobs with several inputs (gen:…, file:PATH, push:…); default: generated")
+	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
+	fl.StringVar(&f.outputFormat, "output-format", "parquet", "output file format: parquet, csv")
+	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
+	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR or s3://bucket/prefix")
+	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")
+	fl.IntVar(&f.parallelism, "parallelism", 2, "subtasks per stage (1..128)")
+	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Second, "recordwise: time between recovery points")
+	fl.DurationVar(&f.trigger, "trigger", 100*time.Millisecond, "microbatch: trigger interval")
+	fl.DurationVar(&f.window, "window", time.Second, "windowed-sum: tumbling window size")
+	fl.DurationVar(&f.joinWindow, "join-window", 10*time.Second, "join: max |orders.ts - payments.ts|")
+	fl.DurationVar(&f.disorder, "max-disorder", 0, "how far event time may go backwards within a partition")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N or point=NAME[,occurrence=K] (repeatable)")
+	fl.Int64Var(&f.seed, "seed", 1, "seed for generated inputs and random fault schedules")
+	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
+	fl.StringVar(&f.progress, "progress", "", "progress events: json (one line each on stderr); default none")
+	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
+	fl.BoolVar(&f.listFailPoints, "list-fail-points", false, "list the named crash points of --executor and exit")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
+	return cmd
+}
+
+func millis(d time.Duration) int64 { return d.Milliseconds() }
+
+// config validates the flags into a run.Config. Every problem is a
+// usageError naming the flag and what is allowed.
+func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
+	var cfg run.Config
+	var err error
+	if !slices.Contains(job.Names(), f.job) {
+		return cfg, nil, usagef("invalid --job %q: allowed are %s", f.job, strings.Join(job.Names(), ", "))
+	}
+	if f.barriers != "aligned" && f.barriers != "unaligned" {
+		return cfg, nil, usagef("invalid --barriers %q: allowed are aligned, unaligned", f.barriers)
+	}
+	if f.parallelism < 1 || f.parallelism > 128 {
+		return cfg, nil, usagef("invalid --parallelism %d: allowed is 1..128 (keyed state has 128 key groups)", f.parallelism)
+	}
+	for name, d := range map[string]time.Duration{"--checkpoint-interval": f.checkpointInterval, "--trigger": f.trigger, "--window": f.window} {
+		if d <= 0 {
+			return cfg, nil, usagef("invalid %s %s: must be positive", name, d)
+		}
+	}
+	for name, d := range map[string]time.Duration{"--alignment-timeout": f.alignmentTimeout, "--join-window": f.joinWindow, "--max-disorder": f.disorder} {
+		if d < 0 {
+			return cfg, nil, usagef("invalid %s %s: must not be negative", name, d)
+		}
+	}
+	if f.window%time.Millisecond != 0 || f.joinWindow%time.Millisecond != 0 || f.disorder%time.Millisecond != 0 {
+		return cfg, nil, usagef("--window, --join-window and --max-disorder are event-time milliseconds: use whole milliseconds")
+	}
+	if f.summary != "text" && f.summary != "json" {
+		return cfg, nil, usagef("invalid --summary %q: allowed are text, json", f.summary)
+	}
+	if f.progress != "" && f.progress != "json" {
+		return cfg, nil, usagef("invalid --progress %q: allowed is json", f.progress)
+	}
+	if f.output == "" {
+		return cfg, nil, usagef("invalid --output: must name a directory")
+	}
+	cfg = run.Config{
+		Job: f.job, Executor: f.executor, Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
+		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, Parallelism: f.parallelism,
+		CheckpointInterval: f.checkpointInterval, Trigger: f.trigger, Seed: f.seed,
+		Params: job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
+	}
+	if cfg.OutputFormat, err = sink.ParseFormat(f.outputFormat); err != nil {
+		return cfg, nil, usageError{fmt.Errorf("invalid --output-format: %w", err)}
+	}
+	if cfg.SinkMode, err = sink.ParseMode(f.sinkMode); err != nil {
+		return cfg, nil, usageError{fmt.Errorf("invalid --sink-mode: %w", err)}
+	}
+	j, err := job.Build(cfg.Job, cfg.Params)
+	if err != nil {
+		return cfg, nil, usageError{err}
+	}
+	if cfg.Inputs, err = run.ParseInputs(j, f.inputs); err != nil {
+		return cfg, nil, usageError{err}
+	}
+	if len(cfg.Inputs) == 0 {
+		cfg.Inputs = run.DefaultInputs(cfg.Job, cfg.Seed)
+	}
+	for _, text := range f.fails {
+		s, err := fault.Parse(text)
+		if err != nil {
+			return cfg, nil, usageError{err}
+		}
+		cfg.Fails = append(cfg.Fails, s)
+	}
+	if len(cfg.Fails) > 0 && exec.Name() == "reference" {
+		return cfg, nil, usagef("invalid --fail: the reference executor is the failure-free oracle; choose another --executor to inject crashes")
+	}
+	if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
+		return cfg, nil, usageError{err}
+	}
+	return cfg, j, nil
+}
+
+func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
+	exec, ok := executors[f.executor]
+	if !ok {
+		return usagef("invalid --executor %q: allowed are %s", f.executor, strings.Join(executorNames(), ", "))
+	}
+	if f.listFailPoints {
+		points := exec.FailPoints()
+		if len(points) == 0 {
+			fmt.Fprintf(stdout, "executor %s has no named crash points\n", exec.Name())
+		}
+		for _, p := range points {
+			fmt.Fprintln(stdout, p)
+		}
+		return nil
+	}
+	cfg, _, err := f.config(exec)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if f.progress == "json" {
+		cfg.Progress = stderr
+	}
+	inUse, err := run.OutputInUse(cfg.Output)
+	if err != nil {
+		return err
+	}
+	if inUse {
+		if !f.overwrite {
+			return usagef("output directory %s is not empty: choose another --output or pass --overwrite to clear it", cfg.Output)
+		}
+		if err := run.ClearOutput(cfg.Output); err != nil {
+			return fmt.Errorf("clearing output directory %s: %w", cfg.Output, err)
+		}
+	}
+	ctx := cmd.Context()
+	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference")
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
+	s, err := exec.Run(ctx, env)
+	if err != nil {
+		return fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
+	}
+	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
+	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
+	if exec.Name() == "recordwise" {
+		b := cfg.Barriers
+		s.Barriers = &b
+	}
+	if exec.Name() == "reference" {
+		s.Parallelism = 1
+	}
+	if err := run.Finish(env, s); err != nil {
+		return err
+	}
+	if f.summary == "json" {
+		return s.WriteJSON(stdout)
+	}
+	return s.WriteText(stdout)
+}

@@ -1,0 +1,172 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+)
+
+// DefaultInputs are the embedded inputs used when --input is not given:
+// generated, so a fresh machine needs nothing else. The join's inputs are
+// smaller and have more keys so the output stays proportionate.
+func DefaultInputs(jobName string, seed int64) map[string]string {
+	if jobName == "join" {
+		return map[string]string{
+			job.InputOrders:   fmt.Sprintf("gen:records=100000,keys=100000,seed=%d", seed),
+			job.InputPayments: fmt.Sprintf("gen:records=100000,keys=100000,seed=%d", seed+1),
+		}
+	}
+	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=1000000,keys=1000,seed=%d", seed)}
+}
+
+// ParseInputs turns repeated --input values into a map from input name to
+// spec. A value is NAME=SPEC when the text before the first ':' holds a '=';
+// otherwise it is the spec of the job's single input.
+func ParseInputs(j *job.Job, values []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range values {
+		name, spec := "", v
+		head, _, _ := strings.Cut(v, ":")
+		if n, _, ok := strings.Cut(head, "="); ok {
+			name, spec = n, v[len(n)+1:]
+		} else if len(j.Inputs) == 1 {
+			name = j.Inputs[0]
+		} else {
+			return nil, fmt.Errorf("invalid --input %q: job %s has inputs %s, so write NAME=SPEC", v, j.Name, strings.Join(j.Inputs, " and "))
+		}
+		known := false
+		for _, in := range j.Inputs {
+			known = known || in == name
+		}
+		if !known {
+			return nil, fmt.Errorf("invalid --input %q: job %s has no input %q (inputs: %s)", v, j.Name, name, strings.Join(j.Inputs, ", "))
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("invalid --input: input %q given twice", name)
+		}
+		out[name] = spec
+	}
+	if len(out) > 0 && len(out) != len(j.Inputs) {
+		var missing []string
+		for _, in := range j.Inputs {
+			if _, ok := out[in]; !ok {
+				missing = append(missing, in)
+			}
+		}
+		return nil, fmt.Errorf("invalid --input: job %s also needs %s", j.Name, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// OutputInUse reports whether dir already holds files, visible or not.
+func OutputInUse(dir string) (bool, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading output directory: %w", err)
+	}
+	return len(entries) > 0, nil
+}
+
+// ClearOutput removes everything inside dir (not dir itself).
+func ClearOutput(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InputError is a --input value that could not be opened: a malformed
+// spec, a missing file, a file with the wrong columns. The CLI treats it as
+// an invalid flag value.
+type InputError struct {
+	Input string
+	Err   error
+}
+
+func (e InputError) Error() string { return fmt.Sprintf("invalid --input %s: %v", e.Input, e.Err) }
+func (e InputError) Unwrap() error { return e.Err }
+
+// Prepare builds the job, opens its sources and sink, and (when withStore)
+// the durable storage. On error everything opened so far is closed.
+func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.Logger, withStore bool) (*Env, error) {
+	j, err := job.Build(cfg.Job, cfg.Params)
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{Config: cfg, Job: j, Sources: map[string]source.Source{}, Alloc: alloc, Log: log,
+		Faults: fault.NewInjector(cfg.Fails)}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = env.Close()
+		}
+	}()
+	names := make([]string, 0, len(cfg.Inputs))
+	for n := range cfg.Inputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		src, err := source.Open(cfg.Inputs[n], source.Options{DefaultSeed: cfg.Seed})
+		if err != nil {
+			return nil, InputError{Input: n, Err: err}
+		}
+		env.Sources[n] = src
+	}
+	if env.Sink, err = sink.Open(cfg.Output, cfg.SinkMode, cfg.OutputFormat, j.Output, alloc); err != nil {
+		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
+	}
+	if withStore {
+		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint}); err != nil {
+			return nil, fmt.Errorf("storage %s: %w", cfg.Storage, err)
+		}
+	}
+	ok = true
+	return env, nil
+}
+
+// Finish completes the sink and measures the output directory into s:
+// visible rows, resolved rows and duplicates.
+func Finish(env *Env, s *Summary) error {
+	if err := env.Sink.Finish(); err != nil {
+		return fmt.Errorf("finishing output: %w", err)
+	}
+	table, st, err := sink.Resolve(env.Config.Output, env.Job.Output)
+	if err != nil {
+		return fmt.Errorf("reading back output: %w", err)
+	}
+	s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows = st.VisibleRows, int64(len(table.Rows)), st.DuplicateRows
+	if s.LostRecords > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("a forgetful source lost %d records in crashes: the result is incomplete, not exactly-once", s.LostRecords))
+	}
+	if s.SinkDuplicateRows > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("append sink: %d duplicate rows from replay are visible (resolving by write key removes them)", s.SinkDuplicateRows))
+	}
+	if s.LateRows > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d late rows were dropped: the input's disorder exceeds --max-disorder", s.LateRows))
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+// Package run is what the CLI hands an executor: the validated
+// configuration, the opened job environment, and the summary every executor
+// fills in the same shape.
+package run
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+)
+
+// Config is everything `rewind run` was asked to do, already validated.
+type Config struct {
+	Job              string
+	Params           job.Params
+	Executor         string
+	Barriers         string // aligned | unaligned (record-wise only)
+	AlignmentTimeout time.Duration
+	// Inputs maps job input names to source specs.
+	Inputs       map[string]string
+	Output       string
+	OutputFormat sink.Format
+	SinkMode     sink.Mode
+	Storage      string
+	S3Endpoint   string
+	Parallelism  int
+	// CheckpointInterval drives record-wise recovery points; Trigger drives
+	// micro-batches.
+	CheckpointInterval time.Duration
+	Trigger            time.Duration
+	Fails              []fault.Spec
+	Seed               int64
+	// Progress receives one JSON line per progress event when non-nil.
+	Progress io.Writer
+}
+
+// Env is a job ready to run: the built job, its opened sources, sink and
+// durable storage.
+type Env struct {
+	Config  Config
+	Job     *job.Job
+	Sources map[string]source.Source
+	Sink    sink.Sink
+	Store   storage.Store
+	Alloc   memory.Allocator
+	Faults  *fault.Injector
+	Log     *slog.Logger
+}
+
+// Close releases the sources, the sink and the store.
+func (e *Env) Close() error {
+	var first error
+	keep := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, s := range e.Sources {
+		keep(s.Close())
+	}
+	if e.Sink != nil {
+		keep(e.Sink.Close())
+	}
+	if e.Store != nil {
+		keep(e.Store.Close())
+	}
+	return first
+}
+
+// Executor runs a job under one recovery model.
+type Executor interface {
+	// Name is the value of --executor.
+	Name() string
+	// FailPoints lists the named crash points this executor has.
+	FailPoints() []string
+	// Workers is the number of workers the executor will run for cfg, so
+	// worker kills can be validated before the run.
+	Workers(cfg Config) int
+	// Run runs the job to the end of a bounded input (or until ctx is
+	// cancelled for an endless one), surviving the injected crashes, and
+	// returns its summary. Run does not call Sink.Finish; the caller does.
+	Run(ctx context.Context, env *Env) (*Summary, error)
+}
+
+// ErrNotImplemented is returned by executors that exist only as a name.
+type ErrNotImplemented struct{ Executor, Issue string }
+
+func (e ErrNotImplemented) Error() string {
+	return fmt.Sprintf("executor %q is not implemented yet (tracked in %s)", e.Executor, e.Issue)
+}

@@ -1,0 +1,143 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Summary is the machine-readable result of a run (`--summary json`). Fields
+// an executor cannot fill are null, never zero, so a reader can tell "none"
+// from "not measured".
+type Summary struct {
+	Job          string            `json:"job"`
+	Executor     string            `json:"executor"`
+	Barriers     *string           `json:"barriers"`
+	SinkMode     string            `json:"sink_mode"`
+	OutputFormat string            `json:"output_format"`
+	Inputs       map[string]string `json:"inputs"`
+	Output       string            `json:"output"`
+	Parallelism  int               `json:"parallelism"`
+
+	// RecordsIn counts input records read, replays included.
+	RecordsIn int64 `json:"records_in"`
+	// RowsOut counts rows handed to the sink, replays included.
+	RowsOut int64 `json:"rows_out"`
+	// VisibleRows and ResolvedRows describe the output directory after the
+	// run: rows in visible files, and rows after resolution.
+	VisibleRows  int64 `json:"visible_rows"`
+	ResolvedRows int64 `json:"resolved_rows"`
+	// SinkDuplicateRows is the number of extra copies of (write key,
+	// _version) among visible rows.
+	SinkDuplicateRows int64 `json:"sink_duplicate_rows"`
+	// LostRecords is what a forgetful source could not give back after a
+	// crash. Non-zero means the result is knowingly incomplete.
+	LostRecords int64 `json:"lost_records"`
+	LateRows    int64 `json:"late_rows"`
+
+	Crashes     int          `json:"crashes"`
+	Recoveries  []Recovery   `json:"recoveries"`
+	Checkpoints *Checkpoints `json:"checkpoints"`
+	LatencyMs   *Latency     `json:"latency_ms"`
+
+	ThroughputRPS float64 `json:"throughput_rps"`
+	WallMs        float64 `json:"wall_ms"`
+	// Notes are human-readable caveats ("source is forgetful: 1200 records
+	// lost"), also printed by the text summary.
+	Notes []string `json:"notes"`
+}
+
+// Recovery is the bill of one crash.
+type Recovery struct {
+	Cause              string   `json:"cause"`
+	DetectMs           *float64 `json:"detect_ms"`
+	RestoreMs          *float64 `json:"restore_ms"`
+	ReprocessedRecords *int64   `json:"reprocessed_records"`
+	CatchUpMs          *float64 `json:"catch_up_ms"`
+}
+
+// Checkpoints counts recovery points (or committed batches / finished jobs).
+type Checkpoints struct {
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Aborted   int `json:"aborted"`
+}
+
+// Latency are end-to-end latency percentiles in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// WriteJSON writes s as one JSON object on one line.
+func (s *Summary) WriteJSON(w io.Writer) error {
+	if s.Recoveries == nil {
+		s.Recoveries = []Recovery{}
+	}
+	if s.Notes == nil {
+		s.Notes = []string{}
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+// WriteText writes a short human summary.
+func (s *Summary) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %s on %s", s.Job, s.Executor)
+	if s.Barriers != nil {
+		fmt.Fprintf(&b, " (%s barriers)", *s.Barriers)
+	}
+	fmt.Fprintf(&b, ", sink %s/%s -> %s\n", s.SinkMode, s.OutputFormat, s.Output)
+	fmt.Fprintf(&b, "  read %d records, wrote %d rows (%d visible, %d after resolving, %d duplicates)\n",
+		s.RecordsIn, s.RowsOut, s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows)
+	fmt.Fprintf(&b, "  wall %.0f ms, %.0f records/s\n", s.WallMs, s.ThroughputRPS)
+	if s.LatencyMs != nil {
+		fmt.Fprintf(&b, "  latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.LatencyMs.P50, s.LatencyMs.P99, s.LatencyMs.Max)
+	}
+	if s.Checkpoints != nil {
+		fmt.Fprintf(&b, "  recovery points: %d completed, %d failed, %d aborted\n", s.Checkpoints.Completed, s.Checkpoints.Failed, s.Checkpoints.Aborted)
+	}
+	fmt.Fprintf(&b, "  crashes %d, late rows %d, lost records %d\n", s.Crashes, s.LateRows, s.LostRecords)
+	for _, n := range s.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// LatencyRecorder collects end-to-end latencies in an HDR histogram
+// (microsecond resolution, up to one hour).
+type LatencyRecorder struct{ h *hdrhistogram.Histogram }
+
+// NewLatencyRecorder returns an empty recorder.
+func NewLatencyRecorder() *LatencyRecorder {
+	return &LatencyRecorder{h: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
+}
+
+// Record adds n records that each took d from hand-over to visibility.
+func (r *LatencyRecorder) Record(d time.Duration, n int64) {
+	us := d.Microseconds()
+	if us < 1 {
+		us = 1
+	}
+	_ = r.h.RecordValues(us, n) // values beyond an hour are clamped by the caller's reality
+}
+
+// Latency returns the percentiles, or nil when nothing was recorded.
+func (r *LatencyRecorder) Latency() *Latency {
+	if r.h.TotalCount() == 0 {
+		return nil
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return &Latency{P50: ms(r.h.ValueAtQuantile(50)), P99: ms(r.h.ValueAtQuantile(99)), Max: ms(r.h.Max())}
+}

@@ -1,0 +1,97 @@
+package source
+
+import (
+	"context"
+	"math"
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// paceQuantum is how much feed time a paced reader waits to accumulate
+// before it returns a batch when nothing is due yet. Without it a fast
+// caller at a high rate would get one-record batches and pay per-batch
+// overhead for nothing; with it a batch holds at most 1 ms of records, so
+// the added latency stays small.
+const paceQuantum = time.Millisecond
+
+// pacer makes one partition's records become available at a fixed rate on a
+// schedule anchored at a shared start time: record s (0-based) of a
+// partition is due ceil((s+1)·parts/rate) seconds after the start. Because
+// the schedule is anchored and not relative to the last read, a reader that
+// falls behind (or is reopened after a crash) finds the backlog due at once
+// and catches up as fast as the caller can take it, like a real feed that
+// kept producing while the job was down.
+type pacer struct {
+	rate  uint64 // records per second across all partitions; > 0
+	parts uint64 // partitions sharing the rate
+	now   func() time.Time
+	sleep func(context.Context, time.Duration) error
+	start func() time.Time // the shared anchor, fixed on first use
+}
+
+// anchor returns a function that yields the time of its first call on every
+// call: the schedule of all partitions of one source starts when the first
+// reader is opened, not when the spec is parsed.
+func anchor(now func() time.Time) func() time.Time {
+	var once sync.Once
+	var t0 time.Time
+	return func() time.Time {
+		once.Do(func() { t0 = now() })
+		return t0
+	}
+}
+
+// dueCount returns how many records are due after elapsed time e.
+func (p *pacer) dueCount(e time.Duration) int64 {
+	if e <= 0 {
+		return 0
+	}
+	// floor(e·rate / (parts·1e9)) in 128 bits, so high rates and long runs
+	// cannot overflow.
+	hi, lo := bits.Mul64(uint64(e), p.rate)
+	div := p.parts * uint64(time.Second)
+	if hi >= div {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, div)
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(q)
+}
+
+// dueAt returns the elapsed time at which n records are due.
+func (p *pacer) dueAt(n int64) time.Duration {
+	// ceil(n·parts·1e9 / rate)
+	hi, lo := bits.Mul64(uint64(n), p.parts*uint64(time.Second))
+	lo, c := bits.Add64(lo, p.rate-1, 0)
+	hi += c
+	if hi >= p.rate {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, p.rate)
+	if q > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(q)
+}
+
+// take returns how many records starting at index s may be emitted now, at
+// most limit (> 0). If fewer than a quantum's worth (or limit, if smaller)
+// are due, it sleeps until that many are, so batches do not shrink to a
+// record or two at high rates.
+func (p *pacer) take(ctx context.Context, s int64, limit int64) (int64, error) {
+	want := int64(p.rate / p.parts / uint64(time.Second/paceQuantum))
+	want = max(1, min(want, limit))
+	t0 := p.start()
+	for {
+		e := p.now().Sub(t0)
+		if avail := p.dueCount(e) - s; avail >= want {
+			return min(avail, limit), nil
+		}
+		if err := p.sleep(ctx, p.dueAt(s+want)-e); err != nil {
+			return 0, err
+		}
+	}
+}
