@@ -86,8 +86,10 @@ type Sink interface {
 	// writer had not flushed is lost, as a killed worker's buffers are.
 	Writer(subtask int, attempt int) (Writer, error)
 	// Commit makes every flushed epoch <= epoch visible (transactional). It
-	// is idempotent and safe to repeat after a crash mid-commit. No-op for
-	// the other modes.
+	// is idempotent and safe to repeat after a crash mid-commit. Visible
+	// names depend on (epoch, subtask, part) but not on the attempt, so an
+	// epoch re-delivered by a later attempt replaces what an earlier attempt
+	// published rather than adding to it. No-op for the other modes.
 	Commit(epoch int64) error
 	// Recover is called when a run resumes from a state that covers epochs
 	// <= complete: staged epochs <= complete are committed, newer staged

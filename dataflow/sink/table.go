@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,6 +42,8 @@ func ResolveRows(layout Layout, cols []string, rows [][]int64) (*Table, Stats, e
 	if ver < 0 {
 		return nil, Stats{}, fmt.Errorf("output has no %s column (columns %v)", VersionColumn, cols)
 	}
+	// Keys are the write-key values as fixed-width bytes: cheap to build and
+	// unambiguous, unlike formatted text.
 	type rk struct {
 		key string
 		ver int64
@@ -49,13 +52,12 @@ func ResolveRows(layout Layout, cols []string, rows [][]int64) (*Table, Stats, e
 	st.VisibleRows = int64(len(rows))
 	seen := make(map[rk]struct{}, len(rows))
 	best := make(map[string][]int64, len(rows))
-	var kb strings.Builder
+	kb := make([]byte, 8*len(keyIdx))
 	for _, r := range rows {
-		kb.Reset()
-		for _, i := range keyIdx {
-			fmt.Fprintf(&kb, "%d,", r[i])
+		for j, i := range keyIdx {
+			binary.LittleEndian.PutUint64(kb[8*j:], uint64(r[i]))
 		}
-		k := kb.String()
+		k := string(kb)
 		if _, dup := seen[rk{k, r[ver]}]; dup {
 			st.DuplicateRows++
 		} else {

@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// ErrNotFound is returned by Get and Stat for a missing object.
+// ErrNotFound is returned by Get for a missing object.
 var ErrNotFound = errors.New("object not found")
 
 // ErrCorrupt is returned by Get when an object fails its checksum, is

@@ -1,0 +1,130 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// appendSink publishes every flush as a new visible file. It never
+// deduplicates: a replay after a crash shows up as duplicate rows, which
+// Resolve counts.
+type appendSink struct {
+	*base
+
+	seqMu sync.Mutex
+	// nextSeq numbers the files of each (subtask, attempt), so a second
+	// Writer for the same pair continues the sequence instead of colliding.
+	nextSeq map[[2]int]int
+}
+
+func newAppendSink(b *base) *appendSink {
+	return &appendSink{base: b, nextSeq: map[[2]int]int{}}
+}
+
+func (s *appendSink) Mode() Mode { return Append }
+
+func (s *appendSink) Writer(subtask, attempt int) (Writer, error) {
+	wb, err := s.newWriterBase(subtask, attempt)
+	if err != nil {
+		return nil, err
+	}
+	return &appendWriter{writerBase: wb, s: s}, nil
+}
+
+func (s *appendSink) Commit(int64) error  { return nil }
+func (s *appendSink) Recover(int64) error { return nil }
+func (s *appendSink) Finish() error       { return nil }
+
+// Close drops the unflushed rows of every writer still open.
+func (s *appendSink) Close() error {
+	s.closeWriters()
+	return nil
+}
+
+func (s *appendSink) seq(subtask, attempt int) int {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	k := [2]int{subtask, attempt}
+	n := s.nextSeq[k]
+	s.nextSeq[k] = n + 1
+	return n
+}
+
+type appendWriter struct {
+	*writerBase
+	s *appendSink
+}
+
+func (w *appendWriter) Write(epoch int64, batch arrow.RecordBatch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buffer(epoch, batch)
+}
+
+// Flush publishes everything buffered, whatever its epoch, as one new
+// visible file: written hidden, synced, then linked under its final name
+// (which never replaces an existing file) and the directory synced. A flush
+// with nothing buffered publishes nothing.
+func (w *appendWriter) Flush(int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.check(); err != nil {
+		return err
+	}
+	_, bufs := w.take(math.MaxInt64)
+	if len(bufs) == 0 {
+		return nil
+	}
+	chunks, release := finishAll(bufs)
+	defer release()
+	dir := w.sink.dir
+	ext := extOf(w.sink.format)
+	tmp, _, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", w.subtask, w.attempt), encodeFile(w.sink.format, w.sink.shape, chunks))
+	if err != nil {
+		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+	}
+	// A name can be taken only by an earlier process that used the same
+	// subtask and attempt numbers; skip past it rather than overwrite.
+	for tries := 0; ; tries++ {
+		name := fmt.Sprintf("part-s%d-a%d-%06d%s", w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt), ext)
+		_, err = linkNoReplace(tmp, filepath.Join(dir, name))
+		if err == nil || !errors.Is(err, errTargetExists) || tries > 1_000_000 {
+			break
+		}
+	}
+	if err != nil {
+		_ = removeIfExists(tmp)
+		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+	}
+	if err := syncDir(dir); err != nil {
+		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+	}
+	// Only now drop the temporary name: removed earlier, a crash could
+	// persist the removal but not the link.
+	if err := removeIfExists(tmp); err != nil {
+		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+	}
+	return nil
+}
+
+func (w *appendWriter) Close() error { return w.close() }
+
+// finishAll turns buffers into column chunks, releasing them when done.
+func finishAll(bufs []*rowBuf) (chunks [][][]int64, release func()) {
+	rels := make([]func(), len(bufs))
+	for i, rb := range bufs {
+		var c [][]int64
+		c, rels[i] = rb.finish()
+		chunks = append(chunks, c)
+	}
+	return chunks, func() {
+		for _, r := range rels {
+			r()
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package sink
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// tmpPrefix starts the name of every file still being written. The leading
+// dot keeps it invisible, so a reader never sees half a file, and a crash
+// leaves only ignorable debris behind.
+const tmpPrefix = ".tmp-"
+
+// isVisible reports whether a directory entry name is part of the output.
+func isVisible(name string) bool {
+	return name != "" && !strings.HasPrefix(name, "_") && !strings.HasPrefix(name, ".")
+}
+
+// writeTemp writes a new hidden file in dir through fill, then flushes and
+// fsyncs it, so that once it is renamed or linked into place its content is
+// already durable. It returns the file's path and size; on error nothing is
+// left behind. base only makes the temporary name readable.
+func writeTemp(dir, base string, fill func(io.Writer) error) (path string, size int64, err error) {
+	f, err := os.CreateTemp(dir, tmpPrefix+base+"-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("creating temporary file for %s in %s: %w", base, dir, err)
+	}
+	path = f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(path)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	cw := &countingWriter{w: bw}
+	if err = fill(cw); err != nil {
+		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = bw.Flush(); err != nil {
+		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return "", 0, fmt.Errorf("syncing %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return "", 0, fmt.Errorf("closing %s: %w", path, err)
+	}
+	return path, cw.n, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// syncDir fsyncs a directory, making the creations, renames and removals
+// of entries in it durable. Without it a rename can be lost in a crash even
+// though the file's data was synced.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening directory %s to sync it: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// hardLink is os.Link, replaceable so tests can take the fallback path of
+// filesystems without hard links.
+var hardLink = os.Link
+
+// errTargetExists is wrapped when a file would have been published over a
+// different existing file.
+var errTargetExists = errors.New("target exists and is a different file")
+
+// linkNoReplace publishes src under dst without ever replacing an existing
+// dst, and leaves src in place (the caller removes it, after making dst
+// durable, so a crash between the two steps leaves a second name for the same
+// file rather than no name at all).
+//
+// A hard link is the atomic "create dst only if absent" that rename lacks.
+// When dst already exists and is the very file src names, an earlier
+// attempt got this far before crashing: that counts as success
+// (alreadyThere). When it is another file, errTargetExists is returned and
+// nothing is touched: overwriting would silently lose rows. On filesystems
+// without hard links it falls back to check-then-rename, which is only
+// racy against a concurrent publisher of the same name, and then src is gone.
+func linkNoReplace(src, dst string) (alreadyThere bool, err error) {
+	lerr := hardLink(src, dst)
+	if lerr == nil {
+		return false, nil
+	}
+	if errors.Is(lerr, fs.ErrExist) {
+		si, serr := os.Lstat(src)
+		di, derr := os.Lstat(dst)
+		if serr == nil && derr == nil && os.SameFile(si, di) {
+			return true, nil
+		}
+		return false, fmt.Errorf("publishing %s as %s: %w", src, dst, errTargetExists)
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		return false, fmt.Errorf("publishing %s as %s: %w", src, dst, errTargetExists)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("publishing %s as %s: %w", src, dst, err)
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return false, fmt.Errorf("publishing %s as %s (hard link failed: %v): %w", src, dst, lerr, err)
+	}
+	return false, nil
+}
+
+// removeIfExists removes path, treating "already gone" as done: every
+// removal here may be a repeat after a crash.
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", path, err)
+	}
+	return nil
+}
+
+// extOf is the file extension of format, with the dot.
+func extOf(f Format) string { return "." + string(f) }
+
+// formatOfName returns the format a data file's name says it holds.
+func formatOfName(name string) (Format, bool) {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".parquet":
+		return Parquet, true
+	case ".csv":
+		return CSV, true
+	}
+	return "", false
+}

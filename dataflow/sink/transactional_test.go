@@ -1,0 +1,354 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestTransactionalVisibility: flushed rows are staged, not visible; Commit
+// publishes exactly the epochs it covers; Flush stages only epochs <= its
+// argument.
+func TestTransactionalVisibility(t *testing.T) {
+	for _, format := range formats {
+		t.Run(string(format), func(t *testing.T) {
+			r, _ := newRand(t)
+			mem := newMem(t)
+			layout := testLayout()
+			dir := t.TempDir()
+			s := openSink(t, dir, Transactional, format, layout, mem)
+			defer s.Close()
+			g := newGen(r, 30, 1000)
+			byEpoch := [][][]int64{g.rows(40), g.rows(30), g.rows(50)}
+			w, err := s.Writer(0, 0)
+			must(t, err, "writer")
+			defer w.Close()
+			for e, rows := range byEpoch {
+				write(t, mem, w, layout, int64(e), rows)
+			}
+			must(t, w.Flush(1), "flush 1") // stages epochs 0 and 1 only
+			got, st := resolve(t, dir, layout)
+			if len(got.Rows) != 0 || st.Files != 0 {
+				t.Fatalf("staged rows are visible: %d rows in %d files", len(got.Rows), st.Files)
+			}
+			staged := dirNames(t, filepath.Join(dir, StagingDir))
+			if len(staged) != 2 {
+				t.Fatalf("staged %v, want one file for each of epochs 0 and 1", staged)
+			}
+
+			must(t, s.Commit(0), "commit 0")
+			got, _ = resolve(t, dir, layout)
+			want, _ := oracle(t, layout, byEpoch[0])
+			wantTable(t, got, want)
+
+			must(t, s.Commit(2), "commit 2") // epoch 2 is still buffered, not staged
+			got, _ = resolve(t, dir, layout)
+			want, _ = oracle(t, layout, slices.Concat(byEpoch[0], byEpoch[1]))
+			wantTable(t, got, want)
+
+			must(t, w.Flush(2), "flush 2")
+			must(t, s.Commit(2), "commit 2 again")
+			must(t, s.Commit(2), "commit 2 once more (no-op)")
+			must(t, s.Finish(), "finish")
+			all := slices.Concat(byEpoch...)
+			got, st = resolve(t, dir, layout)
+			want, _ = oracle(t, layout, all)
+			wantTable(t, got, want)
+			if st.DuplicateRows != 0 || st.Files != 3 {
+				t.Errorf("stats %+v, want 3 files, no duplicates", st)
+			}
+			wantNames := []string{"part-e0-s0-p0" + extOf(format), "part-e1-s0-p0" + extOf(format), "part-e2-s0-p0" + extOf(format)}
+			if names := visibleNames(t, dir); !slices.Equal(names, wantNames) {
+				t.Errorf("visible files %v, want %v", names, wantNames)
+			}
+			if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+				t.Errorf("staging directory still holds %v", left)
+			}
+			rows, _ := independentRead(t, dir, layout)
+			if !sameMultiset(rows, all) {
+				t.Errorf("independent reader sees other rows than written")
+			}
+		})
+	}
+}
+
+// TestTransactionalRecover: after a crash the resumed run calls Recover
+// with the newest complete epoch: older staged epochs are published, newer
+// ones discarded, and the replay of the discarded epochs by a new attempt
+// ends with every row exactly once.
+func TestTransactionalRecover(t *testing.T) {
+	for _, format := range formats {
+		t.Run(string(format), func(t *testing.T) {
+			r, _ := newRand(t)
+			mem := newMem(t)
+			layout := testLayout()
+			dir := t.TempDir()
+			g := newGen(r, 30, 2000)
+			const subtasks = 2
+			byEpoch := make([][][][]int64, 4) // [epoch][subtask]rows
+			for e := range byEpoch {
+				for range subtasks {
+					byEpoch[e] = append(byEpoch[e], g.rows(20+r.IntN(20)))
+				}
+			}
+
+			s := openSink(t, dir, Transactional, format, layout, mem)
+			for i := 0; i < subtasks; i++ {
+				w, err := s.Writer(i, 0)
+				must(t, err, "writer")
+				for e := range byEpoch {
+					write(t, mem, w, layout, int64(e), byEpoch[e][i])
+					must(t, w.Flush(int64(e)), "flush")
+				}
+				// Epoch 4 rows were written but never flushed: lost.
+				write(t, mem, w, layout, 4, g.rows(10))
+			}
+			must(t, s.Commit(0), "commit 0")
+			// Crash: the coordinator only completed the recovery point of
+			// epoch 1; epochs 2 and 3 are staged but not covered.
+			must(t, s.Close(), "close (crash)")
+
+			s = openSink(t, dir, Transactional, format, layout, mem)
+			defer s.Close()
+			// Debris a killed writer can leave: a half-written temporary file.
+			must(t, os.WriteFile(filepath.Join(dir, StagingDir, tmpPrefix+"e3-s0-a0-123"), []byte("half"), 0o644), "debris")
+			must(t, s.Recover(1), "recover 1")
+			must(t, s.Recover(1), "recover 1 again")
+			if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+				t.Fatalf("after Recover(1) staging holds %v", left)
+			}
+			var upTo1 [][]int64
+			for e := 0; e <= 1; e++ {
+				upTo1 = append(upTo1, slices.Concat(byEpoch[e]...)...)
+			}
+			got, st := resolve(t, dir, layout)
+			want, _ := oracle(t, layout, upTo1)
+			wantTable(t, got, want)
+			if st.Files != 2*subtasks {
+				t.Errorf("%d files after recover, want %d", st.Files, 2*subtasks)
+			}
+
+			// Replay of epochs 2 and 3 by attempt 1.
+			for i := 0; i < subtasks; i++ {
+				w, err := s.Writer(i, 1)
+				must(t, err, "writer attempt 1")
+				for e := 2; e < 4; e++ {
+					write(t, mem, w, layout, int64(e), byEpoch[e][i])
+				}
+				must(t, w.Flush(3), "flush replay")
+				must(t, w.Close(), "close")
+			}
+			must(t, s.Commit(3), "commit 3")
+			var all [][]int64
+			for e := range byEpoch {
+				all = append(all, slices.Concat(byEpoch[e]...)...)
+			}
+			got, st = resolve(t, dir, layout)
+			want, _ = oracle(t, layout, all)
+			wantTable(t, got, want)
+			visible, _ := independentRead(t, dir, layout)
+			if st.DuplicateRows != 0 || countDuplicates(layout, visible) != 0 || !sameMultiset(visible, all) {
+				t.Errorf("after replay: stats %+v, independent duplicates %d; want every row exactly once",
+					st, countDuplicates(layout, visible))
+			}
+
+			// Recover with nothing complete discards everything staged.
+			w, err := s.Writer(0, 2)
+			must(t, err, "writer")
+			write(t, mem, w, layout, 5, g.rows(5))
+			must(t, w.Flush(5), "flush")
+			must(t, w.Close(), "close")
+			must(t, s.Recover(4), "recover 4")
+			got, _ = resolve(t, dir, layout)
+			wantTable(t, got, want)
+		})
+	}
+}
+
+var errCrash = errors.New("simulated crash")
+
+// TestTransactionalInterruptedCommit crashes a commit before every single
+// publish (rename) it makes, then lets a fresh sink
+// finish it: in every case each staged file ends visible exactly once, the
+// staging directory is empty, and no row is duplicated or lost.
+func TestTransactionalInterruptedCommit(t *testing.T) {
+	r, _ := newRand(t)
+	layout := testLayout()
+	g := newGen(r, 1000, 10000)
+	const subtasks, epochs = 2, 3
+	input := make(map[[2]int][][]int64)
+	var all [][]int64
+	for e := 0; e < epochs; e++ {
+		for i := 0; i < subtasks; i++ {
+			rows := g.rows(10 + r.IntN(10))
+			input[[2]int{e, i}] = rows
+			all = append(all, rows...)
+		}
+	}
+	want, _ := oracle(t, layout, all)
+	steps := subtasks * epochs // one publish per staged file
+	for crashAt := 0; crashAt < steps; crashAt++ {
+		t.Run(fmt.Sprintf("crash-before-step-%d", crashAt), func(t *testing.T) {
+			mem := newMem(t)
+			dir := t.TempDir()
+			s := openSink(t, dir, Transactional, Parquet, layout, mem)
+			for i := 0; i < subtasks; i++ {
+				w, err := s.Writer(i, 0)
+				must(t, err, "writer")
+				for e := 0; e < epochs; e++ {
+					write(t, mem, w, layout, int64(e), input[[2]int{e, i}])
+				}
+				must(t, w.Flush(epochs-1), "flush")
+				must(t, w.Close(), "close")
+			}
+			n := 0
+			s.(*txnSink).hook = func(step, name string) error {
+				if n == crashAt {
+					return errCrash
+				}
+				n++
+				return nil
+			}
+			if err := s.Commit(epochs - 1); !errors.Is(err, errCrash) {
+				t.Fatalf("commit with crash at step %d: %v", crashAt, err)
+			}
+			must(t, s.Close(), "close (crash)")
+
+			s = openSink(t, dir, Transactional, Parquet, layout, mem)
+			defer s.Close()
+			must(t, s.Commit(epochs-1), "commit after crash")
+			if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+				t.Fatalf("staging still holds %v", left)
+			}
+			if names := visibleNames(t, dir); len(names) != subtasks*epochs {
+				t.Fatalf("visible files %v, want %d", names, subtasks*epochs)
+			}
+			got, st := resolve(t, dir, layout)
+			wantTable(t, got, want)
+			visible, _ := independentRead(t, dir, layout)
+			if st.DuplicateRows != 0 || !sameMultiset(visible, all) {
+				t.Fatalf("stats %+v; visible rows are not each written row exactly once", st)
+			}
+		})
+	}
+}
+
+// TestTransactionalRedeliveryReplaces: an executor that re-delivers an
+// epoch after a crash (a new attempt producing the same rows for the same
+// subtask) replaces what the earlier attempt published instead of adding to
+// it, while a second flush of one epoch within an attempt gets its own part.
+func TestTransactionalRedeliveryReplaces(t *testing.T) {
+	r, _ := newRand(t)
+	mem := newMem(t)
+	layout := testLayout()
+	dir := t.TempDir()
+	g := newGen(r, 1000, 1000)
+	parts := [][][]int64{g.rows(10), g.rows(10)}
+	for attempt := 0; attempt < 2; attempt++ {
+		s := openSink(t, dir, Transactional, CSV, layout, mem)
+		must(t, s.Recover(-1), "recover")
+		w, err := s.Writer(0, attempt)
+		must(t, err, "writer")
+		for _, rows := range parts { // the same epoch flushed twice
+			write(t, mem, w, layout, 0, rows)
+			must(t, w.Flush(0), "flush")
+		}
+		must(t, s.Commit(0), "commit")
+		must(t, s.Close(), "close")
+	}
+	names := visibleNames(t, dir)
+	if want := []string{"part-e0-s0-p0.csv", "part-e0-s0-p1.csv"}; !slices.Equal(names, want) {
+		t.Fatalf("visible %v, want %v", names, want)
+	}
+	rows, _ := independentRead(t, dir, layout)
+	if !sameMultiset(rows, slices.Concat(parts...)) {
+		t.Fatalf("re-delivery left %d visible rows, want the %d rows of one delivery", len(rows), 20)
+	}
+	_, st := resolve(t, dir, layout)
+	if st.DuplicateRows != 0 {
+		t.Fatalf("re-delivery made %d duplicate rows", st.DuplicateRows)
+	}
+}
+
+func TestParseStaged(t *testing.T) {
+	good := stagedFile{stageKey: stageKey{epoch: 12, subtask: 3, attempt: 4}, part: 5, name: "e12-s3-a4-p5.parquet"}
+	if f, ok := parseStaged(good.name); !ok || f != good {
+		t.Errorf("parseStaged(%q) = %+v, %v", good.name, f, ok)
+	}
+	for _, bad := range []string{"e12-s3-a4-p5.txt", "e12-s3-a4.csv", "e012-s3-a4-p5.csv", "e-1-s3-a4-p5.csv", "x12-s3-a4-p5.csv", "e12-s3-a4-p5-q1.csv", "e+1-s3-a4-p5.csv"} {
+		if f, ok := parseStaged(bad); ok {
+			t.Errorf("parseStaged(%q) accepted: %+v", bad, f)
+		}
+	}
+	// A foreign file in the staging directory stops Commit with a clear error.
+	mem := newMem(t)
+	dir := t.TempDir()
+	s := openSink(t, dir, Transactional, CSV, testLayout(), mem)
+	defer s.Close()
+	must(t, os.WriteFile(filepath.Join(dir, StagingDir, "notes.txt"), nil, 0o644), "write")
+	if err := s.Commit(1); err == nil {
+		t.Fatalf("commit with a foreign file in staging succeeded")
+	}
+}
+
+// TestNoHardLinks runs append and transactional publishing on the
+// fallback for filesystems without hard links (check, then rename), and
+// a commit interrupted there, then re-run.
+func TestNoHardLinks(t *testing.T) {
+	old := hardLink
+	hardLink = func(string, string) error { return &os.LinkError{Op: "link", Err: errors.ErrUnsupported} }
+	defer func() { hardLink = old }()
+	for _, mode := range []Mode{Append, Transactional} {
+		t.Run(string(mode), func(t *testing.T) {
+			r, _ := newRand(t)
+			mem := newMem(t)
+			layout := testLayout()
+			dir := t.TempDir()
+			g := newGen(r, 50, 1000)
+			s := openSink(t, dir, mode, CSV, layout, mem)
+			var all [][]int64
+			for i := 0; i < 2; i++ {
+				w, err := s.Writer(i, 0)
+				must(t, err, "writer")
+				for e := int64(0); e < 3; e++ {
+					rows := g.rows(15)
+					all = append(all, rows...)
+					write(t, mem, w, layout, e, rows)
+					must(t, w.Flush(e), "flush")
+				}
+				must(t, w.Close(), "close")
+			}
+			if ts, ok := s.(*txnSink); ok {
+				n := 0
+				ts.hook = func(step, name string) error {
+					if n == 3 {
+						return errCrash
+					}
+					n++
+					return nil
+				}
+				if err := s.Commit(2); !errors.Is(err, errCrash) {
+					t.Fatalf("interrupted commit: %v", err)
+				}
+				ts.hook = nil
+			}
+			must(t, s.Commit(2), "commit")
+			must(t, s.Close(), "close")
+			if mode == Transactional {
+				if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+					t.Errorf("staging still holds %v", left)
+				}
+			}
+			if hidden := slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return isVisible(n) || n == StagingDir }); len(hidden) != 0 {
+				t.Errorf("leftover hidden files %v", hidden)
+			}
+			rows, _ := independentRead(t, dir, layout)
+			if !sameMultiset(rows, all) || countDuplicates(layout, rows) != 0 {
+				t.Errorf("visible rows are not each written row exactly once")
+			}
+		})
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package storage_test
+
+import "os/exec"
+
+func setPdeathsig(cmd *exec.Cmd) {}
