@@ -1,0 +1,5 @@
+//go:build !race
+
+package barrier
+
+const raceEnabled = false
