@@ -54,6 +54,11 @@ type runFlags struct {
 	summary, progress            string
 	overwrite, listFailPoints    bool
 	verbose                      bool
+	maxBatchRecords, jobRecords  int64
+	retainedBatches, retainedCPs int
+	bufferTimeout, cpTimeout     time.Duration
+	detectDelay, jobInterval     time.Duration
+	lostPieceRecovery            string
 }
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -82,6 +87,15 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.IntVar(&f.parallelism, "parallelism", 2, "subtasks per stage (1..128)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Second, "recordwise: time between recovery points")
 	fl.DurationVar(&f.trigger, "trigger", 100*time.Millisecond, "microbatch: trigger interval")
+	fl.Int64Var(&f.maxBatchRecords, "max-batch-records", 0, "microbatch: cap on records per batch (0 = no cap)")
+	fl.IntVar(&f.retainedBatches, "retained-batches", 10, "microbatch: offset/commit log entries and state versions kept")
+	fl.DurationVar(&f.bufferTimeout, "buffer-timeout", time.Millisecond, "recordwise: flush a network buffer after this long even if not full")
+	fl.DurationVar(&f.cpTimeout, "checkpoint-timeout", 10*time.Minute, "recordwise: abort a recovery point not complete after this long")
+	fl.IntVar(&f.retainedCPs, "retained-checkpoints", 2, "recordwise: complete recovery points kept")
+	fl.DurationVar(&f.detectDelay, "detect-delay", 0, "recordwise: modelled heartbeat timeout before a dead worker is noticed")
+	fl.Int64Var(&f.jobRecords, "job-records", 0, "diskphase: input records per finite job (0 = the whole bounded input)")
+	fl.DurationVar(&f.jobInterval, "job-interval", 0, "diskphase: input time range per finite job (0 = unset)")
+	fl.StringVar(&f.lostPieceRecovery, "lost-piece-recovery", "lineage", "how a lost stateless piece is recovered: lineage, rerun-batch")
 	fl.DurationVar(&f.window, "window", time.Second, "windowed-sum: tumbling window size")
 	fl.DurationVar(&f.joinWindow, "join-window", 10*time.Second, "join: max |orders.ts - payments.ts|")
 	fl.DurationVar(&f.disorder, "max-disorder", 0, "how far event time may go backwards within a partition")
@@ -124,6 +138,23 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.window%time.Millisecond != 0 || f.joinWindow%time.Millisecond != 0 || f.disorder%time.Millisecond != 0 {
 		return cfg, nil, usagef("--window, --join-window and --max-disorder are event-time milliseconds: use whole milliseconds")
 	}
+	if f.maxBatchRecords < 0 || f.jobRecords < 0 {
+		return cfg, nil, usagef("--max-batch-records and --job-records must not be negative")
+	}
+	if f.retainedBatches < 1 || f.retainedCPs < 1 {
+		return cfg, nil, usagef("--retained-batches and --retained-checkpoints must be at least 1")
+	}
+	for name, d := range map[string]time.Duration{"--buffer-timeout": f.bufferTimeout, "--detect-delay": f.detectDelay, "--job-interval": f.jobInterval} {
+		if d < 0 {
+			return cfg, nil, usagef("invalid %s %s: must not be negative", name, d)
+		}
+	}
+	if f.cpTimeout <= 0 {
+		return cfg, nil, usagef("invalid --checkpoint-timeout %s: must be positive", f.cpTimeout)
+	}
+	if f.lostPieceRecovery != "lineage" && f.lostPieceRecovery != "rerun-batch" {
+		return cfg, nil, usagef("invalid --lost-piece-recovery %q: allowed are lineage, rerun-batch", f.lostPieceRecovery)
+	}
 	if f.summary != "text" && f.summary != "json" {
 		return cfg, nil, usagef("invalid --summary %q: allowed are text, json", f.summary)
 	}
@@ -137,7 +168,11 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		Job: f.job, Executor: f.executor, Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, Parallelism: f.parallelism,
 		CheckpointInterval: f.checkpointInterval, Trigger: f.trigger, Seed: f.seed,
-		Params: job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
+		MaxBatchRecords: f.maxBatchRecords, RetainedBatches: f.retainedBatches,
+		BufferTimeout: f.bufferTimeout, CheckpointTimeout: f.cpTimeout, RetainedCheckpoints: f.retainedCPs,
+		DetectDelay: f.detectDelay, JobRecords: f.jobRecords, JobInterval: f.jobInterval,
+		LostPieceRecovery: f.lostPieceRecovery,
+		Params:            job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}
 	if cfg.OutputFormat, err = sink.ParseFormat(f.outputFormat); err != nil {
 		return cfg, nil, usageError{fmt.Errorf("invalid --output-format: %w", err)}

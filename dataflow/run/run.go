@@ -38,8 +38,25 @@ type Config struct {
 	// micro-batches.
 	CheckpointInterval time.Duration
 	Trigger            time.Duration
-	Fails              []fault.Spec
-	Seed               int64
+	// Micro-batch: cap on records per batch (0 = no cap) and how many
+	// batches of logs and state versions are kept.
+	MaxBatchRecords int64
+	RetainedBatches int
+	// Record-wise: network buffer flush timeout, checkpoint timeout, how
+	// many complete recovery points are kept, and the modelled heartbeat
+	// timeout before a dead worker is noticed.
+	BufferTimeout       time.Duration
+	CheckpointTimeout   time.Duration
+	RetainedCheckpoints int
+	DetectDelay         time.Duration
+	// Disk-phase: the input range each finite job covers, by records or by
+	// time (0 = not set).
+	JobRecords  int64
+	JobInterval time.Duration
+	// LostPieceRecovery is lineage or rerun-batch.
+	LostPieceRecovery string
+	Fails             []fault.Spec
+	Seed              int64
 	// Progress receives one JSON line per progress event when non-nil.
 	Progress io.Writer
 }
