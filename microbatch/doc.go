@@ -1,7 +1,27 @@
 // Package microbatch serves an endless input as repeated small finite jobs.
 // The seam after each batch is a moment with nothing in flight, so it is the
-// recovery point: offsets for batch N are logged before it runs and its
-// commit after, and state is versioned per batch. A crash re-runs the
-// uncommitted batch from its logged offsets. The price is a latency floor of
+// recovery point and no marker is needed. The price is a latency floor of
 // one trigger interval.
+//
+// For batch N a coordinator (1) decides the end position of every source
+// partition, (2) durably logs offsets/N before any work on the batch, (3)
+// runs the finite job over [start, end) on the workers (stages and hash
+// exchanges inside the batch, the shared operators only), (4) writes state
+// version N (per stage and key group; deltas, a full snapshot every K
+// versions, a manifest written last), (5) hands the batch to the sink with
+// its batch id, and (6) logs commits/N; a transactional sink publishes batch
+// N only after that. A restart resumes from the newest commit and re-runs
+// the one logged, uncommitted batch with exactly its logged positions; it
+// never plans such a batch anew.
+//
+// The protocol is a pure state machine (Machine: events in, actions out, no
+// goroutines, no clock); restart planning (PlanRestart) and retention
+// (RetentionDeletes) are pure functions of a storage listing. The
+// coordinator's I/O loop executes the actions. Every crash is real: a
+// killed worker's operators, buffers, read-ahead input and sink buffers are
+// dropped; a crashed coordinator is replaced by a new one built from durable
+// storage, re-opened sources and the sink's own recovery alone.
+//
+// See docs/microbatch.md for the protocol, the durable layout, the crash
+// points and the definitions of every figure the executor reports.
 package microbatch

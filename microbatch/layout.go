@@ -1,0 +1,248 @@
+package microbatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rewind-engine/rewind/dataflow/eventtime"
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+)
+
+// Durable layout. Every object of one run lives under
+//
+//	microbatch/<job>/<run id>/
+//
+// so several runs (and other executors) can share one store. Below it:
+//
+//	offsets/<N>                 the write-ahead entry of batch N (JSON)
+//	commits/<N>                 the commit entry of batch N (JSON)
+//	state/<N>-manifest          state version N: which object holds each
+//	                            (stage, key group) (JSON); written last
+//	state/<N>-op-<stage>-s<i>   key-group states of one stage subtask that
+//	                            changed in version N (package state blob)
+//
+// <N> is the batch id as 20 zero-padded digits, so names sort by batch.
+
+// formatVersion is written into every JSON entry; readers reject others.
+const formatVersion = 1
+
+const (
+	dirOffsets = "offsets/"
+	dirCommits = "commits/"
+	dirState   = "state/"
+	idDigits   = 20
+)
+
+// runPrefix is the namespace of one run.
+func runPrefix(jobName, runID string) string {
+	return "microbatch/" + jobName + "/" + runID + "/"
+}
+
+func batchName(n int64) string { return fmt.Sprintf("%0*d", idDigits, n) }
+
+func offsetsName(n int64) string  { return dirOffsets + batchName(n) }
+func commitName(n int64) string   { return dirCommits + batchName(n) }
+func manifestName(v int64) string { return dirState + batchName(v) + "-manifest" }
+func stateObjectName(v int64, stage string, subtask int) string {
+	return dirState + batchName(v) + "-op-" + stage + "-s" + strconv.Itoa(subtask)
+}
+
+// parseID parses a zero-padded batch id at the start of s.
+func parseID(s string) (int64, bool) {
+	if len(s) < idDigits {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:idDigits], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// validStageID reports whether a stage id can be part of an object name.
+func validStageID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// partRange is the range one partition contributes to a batch.
+type partRange struct {
+	Input     string `json:"input"`
+	Partition string `json:"partition"`
+	Start     int64  `json:"start"`
+	End       int64  `json:"end"`
+}
+
+// offsetsEntry is offsets/N: everything needed to run batch N again with
+// exactly the same input and the same watermarks.
+type offsetsEntry struct {
+	Format int    `json:"format"`
+	Batch  int64  `json:"batch"`
+	Job    string `json:"job"`
+	// Ranges has one entry per partition of every input, in job order.
+	Ranges []partRange `json:"ranges"`
+	// WatermarkBefore was delivered at the end of batch N-1; it is
+	// delivered again to operators restored from state version N-1.
+	WatermarkBefore int64 `json:"watermark_before"`
+	// Watermark is delivered at the end of batch N, and Tracker is the
+	// watermark tracker after batch N's input.
+	Watermark int64           `json:"watermark"`
+	Tracker   eventtime.State `json:"tracker"`
+	// PlannedUnixNano is when the batch was planned (for progress only).
+	PlannedUnixNano int64 `json:"planned_unix_nano"`
+}
+
+func (e *offsetsEntry) rows() int64 {
+	var n int64
+	for _, r := range e.Ranges {
+		n += r.End - r.Start
+	}
+	return n
+}
+
+// commitEntry is commits/N.
+type commitEntry struct {
+	Format int   `json:"format"`
+	Batch  int64 `json:"batch"`
+	// StateVersion is the manifest that holds the state after batch N: N
+	// when batch N changed state, an older version when it did not, -1 when
+	// there is no state at all.
+	StateVersion      int64 `json:"state_version"`
+	InputRows         int64 `json:"input_rows"`
+	CommittedUnixNano int64 `json:"committed_unix_nano"`
+}
+
+// stateRef names one state object and the key groups to take from it.
+type stateRef struct {
+	Object    string `json:"object"`
+	KeyGroups []int  `json:"key_groups"`
+}
+
+// manifestEntry is state/<V>-manifest: for every stateful stage, where the
+// state of each non-empty key group is. Key groups missing are empty.
+type manifestEntry struct {
+	Format  int                   `json:"format"`
+	Version int64                 `json:"version"`
+	Full    bool                  `json:"full"`
+	Stages  map[string][]stateRef `json:"stages"`
+}
+
+// stateIndex is the in-memory form of a manifest: the object holding each
+// key group of each stateful stage ("" = empty group).
+type stateIndex map[string]*[keygroup.Count]string
+
+func (x stateIndex) clone() stateIndex {
+	out := make(stateIndex, len(x))
+	for s, a := range x {
+		c := *a
+		out[s] = &c
+	}
+	return out
+}
+
+// objects returns every object the index refers to.
+func (x stateIndex) objects() map[string]bool {
+	out := map[string]bool{}
+	for _, a := range x {
+		for _, o := range a {
+			if o != "" {
+				out[o] = true
+			}
+		}
+	}
+	return out
+}
+
+func (x stateIndex) toManifest(v int64, full bool) manifestEntry {
+	m := manifestEntry{Format: formatVersion, Version: v, Full: full, Stages: map[string][]stateRef{}}
+	for stage, a := range x {
+		byObj := map[string][]int{}
+		for kg, o := range a {
+			if o != "" {
+				byObj[o] = append(byObj[o], kg)
+			}
+		}
+		refs := make([]stateRef, 0, len(byObj))
+		for o, kgs := range byObj {
+			refs = append(refs, stateRef{Object: o, KeyGroups: kgs})
+		}
+		sort.Slice(refs, func(i, j int) bool { return refs[i].Object < refs[j].Object })
+		m.Stages[stage] = refs
+	}
+	return m
+}
+
+func (m *manifestEntry) index(prefixCheck func(string) error) (stateIndex, error) {
+	x := stateIndex{}
+	for stage, refs := range m.Stages {
+		a := &[keygroup.Count]string{}
+		for _, r := range refs {
+			if err := prefixCheck(r.Object); err != nil {
+				return nil, err
+			}
+			for _, kg := range r.KeyGroups {
+				if kg < 0 || kg >= keygroup.Count || a[kg] != "" {
+					return nil, fmt.Errorf("manifest %d: stage %s: key group %d out of range or listed twice", m.Version, stage, kg)
+				}
+				a[kg] = r.Object
+			}
+		}
+		x[stage] = a
+	}
+	return x, nil
+}
+
+func checkStateObjectName(name string) error {
+	if !strings.HasPrefix(name, dirState) {
+		return fmt.Errorf("manifest refers to %q, which is not a state object", name)
+	}
+	if _, ok := parseID(name[len(dirState):]); !ok {
+		return fmt.Errorf("manifest refers to %q, which has no version", name)
+	}
+	return nil
+}
+
+func encodeEntry(v any) ([]byte, error) { return json.Marshal(v) }
+
+func decodeOffsets(data []byte) (*offsetsEntry, error) {
+	var e offsetsEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("decoding offsets entry: %w", err)
+	}
+	if e.Format != formatVersion {
+		return nil, fmt.Errorf("offsets entry has format %d, this build reads %d", e.Format, formatVersion)
+	}
+	return &e, nil
+}
+
+func decodeCommit(data []byte) (*commitEntry, error) {
+	var e commitEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("decoding commit entry: %w", err)
+	}
+	if e.Format != formatVersion {
+		return nil, fmt.Errorf("commit entry has format %d, this build reads %d", e.Format, formatVersion)
+	}
+	return &e, nil
+}
+
+func decodeManifest(data []byte) (*manifestEntry, error) {
+	var e manifestEntry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("decoding state manifest: %w", err)
+	}
+	if e.Format != formatVersion {
+		return nil, fmt.Errorf("state manifest has format %d, this build reads %d", e.Format, formatVersion)
+	}
+	return &e, nil
+}

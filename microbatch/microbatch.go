@@ -1,0 +1,216 @@
+package microbatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/run"
+)
+
+// Defaults of the settings the CLI does not expose yet. They are variables
+// so tests and embedding programs can change them.
+var (
+	// DefaultMaxBatchRecords caps the input records of one batch
+	// (--max-batch-records); 0 means no cap beyond what the readers hold.
+	DefaultMaxBatchRecords int64 = 0
+	// DefaultRetainedBatches is how many offsets and commit entries are
+	// kept (--retained-batches), and the state versions they need.
+	DefaultRetainedBatches = 10
+	// DefaultFullSnapshotEvery: a state version is a full snapshot when the
+	// last full one is at least this many batches old; the others are
+	// deltas (--full-snapshot-every).
+	DefaultFullSnapshotEvery = 10
+	// DefaultPrefetchRecords is how many records each partition's reader
+	// holds ahead of the batches before it pauses.
+	DefaultPrefetchRecords int64 = 1 << 18
+	// DefaultReadBatchRows is the row limit of one source read.
+	DefaultReadBatchRows = 8192
+)
+
+// Options are the microbatch settings beyond run.Config. The zero value
+// uses the defaults above and the trigger and parallelism of the config.
+type Options struct {
+	// MaxBatchRecords caps the input records of one batch (0: default).
+	MaxBatchRecords int64
+	// RetainedBatches is how many batches of log entries to keep (0:
+	// default).
+	RetainedBatches int
+	// FullSnapshotEvery is the distance between full state snapshots (0:
+	// default).
+	FullSnapshotEvery int
+	// RunID names the run's namespace in storage. Empty: a new unique id,
+	// so every run starts fresh; give an earlier run's id to resume it.
+	RunID string
+	// PrefetchRecords and ReadBatchRows tune the readers (0: default).
+	PrefetchRecords int64
+	ReadBatchRows   int
+	// Trigger overrides run.Config.Trigger when positive.
+	Trigger time.Duration
+	// IdleBatches runs a batch at every trigger even when there is no new
+	// input (to measure the fixed cost of a batch).
+	IdleBatches bool
+	// MaxBatches stops the run after this many committed batches (0: no
+	// limit).
+	MaxBatches int
+
+	hooks testHooks
+}
+
+// testHooks are knobs only this package's tests set.
+type testHooks struct {
+	// lateOffsets is the deliberately broken protocol: offsets/N is logged
+	// after the batch has run and reached the sink.
+	lateOffsets bool
+	// noRestart returns a coordinator crash from Run instead of starting a
+	// new coordinator, like a process that died for good.
+	noRestart bool
+	// onRun sees the positions of every batch attempt.
+	onRun func(e offsetsEntry, rerun bool)
+}
+
+// options are Options resolved against the run configuration.
+type options struct {
+	maxBatch    int64
+	retained    int
+	fullEvery   int
+	prefetch    int64
+	readRows    int
+	trigger     time.Duration
+	parallelism int
+	idleBatches bool
+	maxBatches  int
+	hooks       testHooks
+}
+
+func (o Options) resolve(cfg run.Config) (*options, error) {
+	r := &options{
+		maxBatch: o.MaxBatchRecords, retained: o.RetainedBatches, fullEvery: o.FullSnapshotEvery,
+		prefetch: o.PrefetchRecords, readRows: o.ReadBatchRows, trigger: o.Trigger,
+		parallelism: cfg.Parallelism, idleBatches: o.IdleBatches, maxBatches: o.MaxBatches, hooks: o.hooks,
+	}
+	// Options set in code win; otherwise the CLI's flags (run.Config), then
+	// the package defaults.
+	if r.maxBatch == 0 {
+		r.maxBatch = cfg.MaxBatchRecords
+	}
+	if r.maxBatch == 0 {
+		r.maxBatch = DefaultMaxBatchRecords
+	}
+	if r.retained == 0 {
+		r.retained = cfg.RetainedBatches
+	}
+	if r.retained == 0 {
+		r.retained = DefaultRetainedBatches
+	}
+	if r.fullEvery == 0 {
+		r.fullEvery = DefaultFullSnapshotEvery
+	}
+	if r.prefetch == 0 {
+		r.prefetch = DefaultPrefetchRecords
+	}
+	if r.readRows == 0 {
+		r.readRows = DefaultReadBatchRows
+	}
+	if r.trigger <= 0 {
+		r.trigger = cfg.Trigger
+	}
+	switch {
+	case r.maxBatch < 0:
+		return nil, fmt.Errorf("max batch records must not be negative, got %d", r.maxBatch)
+	case r.retained < 1:
+		return nil, fmt.Errorf("retained batches must be at least 1, got %d", r.retained)
+	case r.fullEvery < 1:
+		return nil, fmt.Errorf("full snapshot interval must be at least 1, got %d", r.fullEvery)
+	case r.prefetch < 1 || r.readRows < 1:
+		return nil, fmt.Errorf("prefetch records and read batch rows must be positive")
+	case r.trigger < 0:
+		return nil, fmt.Errorf("trigger must not be negative, got %s", r.trigger)
+	case r.parallelism < 1:
+		return nil, fmt.Errorf("parallelism must be at least 1, got %d", r.parallelism)
+	}
+	return r, nil
+}
+
+// Executor is the microbatch executor. The zero value uses the defaults.
+type Executor struct {
+	Options
+}
+
+// Name implements run.Executor.
+func (Executor) Name() string { return "microbatch" }
+
+// FailPoints implements run.Executor.
+func (Executor) FailPoints() []string { return append([]string(nil), failPoints...) }
+
+// Workers implements run.Executor.
+func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
+
+// NewRunID returns a fresh run id: a UTC timestamp and random hex.
+func NewRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Run implements run.Executor. It plays the part of the cluster manager:
+// it starts a coordinator, and when that coordinator crashes it tears down
+// everything the coordinator and its workers held and starts a brand-new
+// one, which recovers from durable storage, re-opened sources and the
+// sink's own recovery alone.
+func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+	if env.Store == nil {
+		return nil, errors.New("microbatch: no durable storage (--storage)")
+	}
+	opts, err := e.Options.resolve(env.Config)
+	if err != nil {
+		return nil, fmt.Errorf("microbatch: %w", err)
+	}
+	runID := e.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
+	if !validStageID(runID) {
+		return nil, fmt.Errorf("microbatch: run id %q: use letters, digits, _ and - only", runID)
+	}
+	met := newMetrics(env.Config.Progress)
+	var crashed *recovery
+	var reprocessed int64
+	for incarnation := 0; ; incarnation++ {
+		c, err := newCoordinator(env, opts, runID, incarnation, met)
+		if err != nil {
+			return nil, fmt.Errorf("microbatch: %w", err)
+		}
+		err = c.run(ctx, crashed, reprocessed)
+		cr, isCrash := fault.AsCrash(err)
+		if isCrash {
+			// Measurement only: what the crash cut short, for the bill.
+			hw, inFlight, logged, rp := c.status()
+			crashed = met.crash(fmt.Sprintf("coordinator crashed (%s)", cr.Spec), time.Now(), hw)
+			reprocessed = rp
+			if inFlight {
+				met.batchLost(logged)
+			}
+		}
+		c.close()
+		switch {
+		case isCrash && opts.hooks.noRestart:
+			return nil, err
+		case isCrash:
+			if env.Log != nil {
+				env.Log.Info("microbatch: coordinator crashed, restarting", "crash", cr.Spec.String(), "incarnation", incarnation+1)
+			}
+			continue
+		case err != nil && ctx.Err() != nil:
+			// Stopped from outside: the log is consistent wherever it stopped.
+			return met.summary(), nil
+		case err != nil:
+			return nil, fmt.Errorf("microbatch: %w", err)
+		}
+		return met.summary(), nil
+	}
+}

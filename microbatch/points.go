@@ -1,0 +1,58 @@
+package microbatch
+
+// Named crash points (rewind run --executor microbatch --list-fail-points).
+//
+// Every point is reached exactly once per attempt of a batch, except
+// PointMidRun, which every worker reaches once per attempt. The occurrence
+// count of --fail point=NAME,occurrence=K therefore counts batch attempts:
+// occurrence K of a coordinator point is reached in the K-th batch attempt
+// that gets that far.
+//
+// Coordinator points kill the coordinator: every in-memory structure of the
+// coordinator and its workers is discarded and a fresh coordinator restarts
+// from durable storage, re-opened sources and Sink.Recover. PointMidRun
+// kills the worker that reaches it; the coordinator survives and replaces
+// it.
+const (
+	// PointBeforeOffsets: batch N is planned (end positions decided), nothing
+	// is durable yet.
+	PointBeforeOffsets = "batch.before-offsets"
+	// PointOffsetsMidWrite: offsets/N is encoded and being written. Put is
+	// atomic, so the crash leaves no offsets/N object.
+	PointOffsetsMidWrite = "batch.offsets-mid-write"
+	// PointAfterOffsets: offsets/N is durable, the batch has not run.
+	PointAfterOffsets = "batch.after-offsets"
+	// PointMidRun: a worker dies in the middle of the batch, after it has
+	// fed its first input to its operators.
+	PointMidRun = "batch.mid-run"
+	// PointStateMidWrite: some state objects of version N are durable, not
+	// all, and the version manifest is not written.
+	PointStateMidWrite = "batch.state-mid-write"
+	// PointAfterState: state version N is complete (manifest written).
+	PointAfterState = "batch.after-state"
+	// PointSinkMidWrite: some sink subtasks have flushed batch N, not all.
+	PointSinkMidWrite = "batch.sink-mid-write"
+	// PointAfterSink: every sink subtask has flushed batch N (append:
+	// visible; idempotent: upserted; transactional: staged, invisible).
+	PointAfterSink = "batch.after-sink"
+	// PointCommitMidWrite: commits/N is encoded and being written; Put is
+	// atomic, so the crash leaves no commits/N object.
+	PointCommitMidWrite = "batch.commit-mid-write"
+	// PointAfterCommit: commits/N is durable; a transactional sink has not
+	// published batch N yet.
+	PointAfterCommit = "batch.after-commit"
+)
+
+// failPoints is the list FailPoints returns, in protocol order.
+var failPoints = []string{
+	PointBeforeOffsets,
+	PointOffsetsMidWrite,
+	PointAfterOffsets,
+	PointMidRun,
+	PointStateMidWrite,
+	PointAfterState,
+	PointSinkMidWrite,
+	PointAfterSink,
+	PointCommitMidWrite,
+	PointAfterCommit,
+}

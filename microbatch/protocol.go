@@ -1,0 +1,377 @@
+package microbatch
+
+import (
+	"fmt"
+	"time"
+)
+
+// The commit protocol is a pure state machine in the style of etcd's raft
+// package: Machine.Step takes an input (an Event: something that happened)
+// and returns Actions (what to do next). It reads no clock, starts no
+// goroutine and touches no storage; the coordinator's I/O loop executes the
+// actions and feeds their outcomes back. The order of durable steps, the
+// crash points between them and the reaction to a lost worker are all
+// decided here, so they are tested without any I/O.
+//
+// One batch, in the normal order:
+//
+//	Idle --Tick--> Planning --Planned--> LoggingOffsets --OffsetsLogged-->
+//	Running --RunDone--> CommittingState --StateCommitted--> Sinking
+//	--SinkDone--> LoggingCommit --CommitLogged--> Publishing --Published--> Idle
+//
+// Each arrow that crosses a durable step is preceded by the named crash
+// point of that boundary (Point actions).
+
+// State is a named state of the protocol.
+type State int
+
+const (
+	// Idle waits for the trigger.
+	Idle State = iota
+	// Planning decides the end position of every source partition.
+	Planning
+	// LoggingOffsets writes offsets/N (write-ahead).
+	LoggingOffsets
+	// Running runs the finite job over [start, end).
+	Running
+	// CommittingState writes state version N.
+	CommittingState
+	// Sinking hands batch N to the sink with its batch id.
+	Sinking
+	// LoggingCommit writes commits/N.
+	LoggingCommit
+	// Publishing makes batch N visible (transactional sink), records its
+	// latency and applies retention. The batch is committed.
+	Publishing
+	// Rebuilding replaces lost workers.
+	Rebuilding
+	// Finished: the bounded input is consumed and committed.
+	Finished
+)
+
+var stateNames = [...]string{"idle", "planning", "logging-offsets", "running", "committing-state",
+	"sinking", "logging-commit", "publishing", "rebuilding", "finished"}
+
+func (s State) String() string {
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// Event is an input of the machine.
+type Event interface{ isEvent() }
+
+// Started is the first event: where a fresh coordinator resumes
+// (RestartPlan).
+type Started struct {
+	Now time.Time
+	// LastCommitted is the newest committed batch (-1 none).
+	LastCommitted int64
+	// Rerun is the logged, uncommitted batch to run again, or -1.
+	Rerun int64
+}
+
+// Tick: the trigger interval has elapsed.
+type Tick struct{ Now time.Time }
+
+// Planned: batch N's end positions are decided. Empty means there is
+// nothing to do (no new input, watermark unchanged); Done means the bounded
+// input is consumed and committed, so the run is complete.
+type Planned struct {
+	Empty, Done bool
+}
+
+// OffsetsLogged: offsets/N is durable.
+type OffsetsLogged struct{}
+
+// RunDone: every worker ran batch N to the end and flushed its operators.
+type RunDone struct{}
+
+// StateCommitted: state version N is complete.
+type StateCommitted struct{}
+
+// SinkDone: every sink subtask flushed batch N.
+type SinkDone struct{}
+
+// CommitLogged: commits/N is durable.
+type CommitLogged struct{}
+
+// Published: batch N is visible and accounted; Stop asks the machine to
+// finish (a batch limit was reached).
+type Published struct{ Stop bool }
+
+// WorkerLost: one or more workers died. Their memory is gone.
+type WorkerLost struct{ Now time.Time }
+
+// Rebuilt: the lost workers have been replaced.
+type Rebuilt struct{ Now time.Time }
+
+func (Started) isEvent()        {}
+func (Tick) isEvent()           {}
+func (Planned) isEvent()        {}
+func (OffsetsLogged) isEvent()  {}
+func (RunDone) isEvent()        {}
+func (StateCommitted) isEvent() {}
+func (SinkDone) isEvent()       {}
+func (CommitLogged) isEvent()   {}
+func (Published) isEvent()      {}
+func (WorkerLost) isEvent()     {}
+func (Rebuilt) isEvent()        {}
+
+// Action is an output of the machine, executed by the I/O loop in order.
+type Action interface{ isAction() }
+
+// WaitUntil: wait until At (or a worker is lost), then feed Tick.
+type WaitUntil struct{ At time.Time }
+
+// Point: call the named crash point (as the coordinator). Produces no
+// event; a crash there ends this coordinator.
+type Point struct{ Name string }
+
+// Plan: decide the end positions of batch Batch. Feeds Planned.
+type Plan struct{ Batch int64 }
+
+// LogOffsets: write offsets/Batch. Feeds OffsetsLogged.
+type LogOffsets struct{ Batch int64 }
+
+// Run: run batch Batch on the workers. Rerun is set when the batch runs
+// again with the logged positions (after a crash). Feeds RunDone.
+type Run struct {
+	Batch int64
+	Rerun bool
+}
+
+// CommitState: write state version Batch. Feeds StateCommitted.
+type CommitState struct{ Batch int64 }
+
+// FlushSink: hand batch Batch to the sink. Feeds SinkDone.
+type FlushSink struct{ Batch int64 }
+
+// LogCommit: write commits/Batch. Feeds CommitLogged.
+type LogCommit struct{ Batch int64 }
+
+// Publish: commit batch Batch at a transactional sink, record latency and
+// progress, release input up to its end, apply retention. Feeds Published.
+type Publish struct{ Batch int64 }
+
+// Rebuild: replace every dead worker. Rollback is set when the surviving
+// workers' operators have seen input of an uncommitted batch and must be
+// restored to the state after LastCommitted too (and the sink recovered to
+// it). Failed names the logged batch that will run again (-1 none);
+// Discarded names a plan dropped before its offsets were durable (-1 none).
+// Feeds Rebuilt.
+type Rebuild struct {
+	Rollback      bool
+	LastCommitted int64
+	Failed        int64
+	Discarded     int64
+}
+
+// Finish: the run is complete.
+type Finish struct{}
+
+func (WaitUntil) isAction()   {}
+func (Point) isAction()       {}
+func (Plan) isAction()        {}
+func (LogOffsets) isAction()  {}
+func (Run) isAction()         {}
+func (CommitState) isAction() {}
+func (FlushSink) isAction()   {}
+func (LogCommit) isAction()   {}
+func (Publish) isAction()     {}
+func (Rebuild) isAction()     {}
+func (Finish) isAction()      {}
+
+// Machine is the commit protocol of one coordinator incarnation.
+type Machine struct {
+	state     State
+	batch     int64 // the batch being planned or processed
+	committed int64 // newest committed batch, -1 none
+	trigger   time.Duration
+	nextTick  time.Time
+	// offsetsDurable: offsets/batch is logged.
+	offsetsDurable bool
+	// resume is the state to go back to after a rebuild.
+	resume State
+	// lateOffsets is the deliberately broken variant used by a test: the
+	// offsets entry is written after the batch has run and reached the
+	// sink, instead of before any work.
+	lateOffsets bool
+}
+
+// NewMachine returns a machine in Idle waiting for Started.
+func NewMachine(trigger time.Duration) *Machine {
+	return &Machine{state: Idle, committed: -1, batch: -1, trigger: trigger}
+}
+
+// State returns the current state.
+func (m *Machine) State() State { return m.state }
+
+// Batch returns the batch being planned or processed.
+func (m *Machine) Batch() int64 { return m.batch }
+
+// Committed returns the newest committed batch (-1 none).
+func (m *Machine) Committed() int64 { return m.committed }
+
+// OffsetsDurable reports whether the current batch's offsets are logged.
+func (m *Machine) OffsetsDurable() bool { return m.offsetsDurable }
+
+// Step feeds one event and returns the actions to execute, in order. An
+// event that cannot happen in the current state is a programming error.
+func (m *Machine) Step(ev Event) ([]Action, error) {
+	bad := func() ([]Action, error) {
+		return nil, fmt.Errorf("microbatch protocol: event %T in state %s (batch %d)", ev, m.state, m.batch)
+	}
+	if _, lost := ev.(WorkerLost); lost {
+		return m.workerLost(ev.(WorkerLost))
+	}
+	switch e := ev.(type) {
+	case Started:
+		if m.batch != -1 {
+			return bad()
+		}
+		m.committed = e.LastCommitted
+		m.nextTick = e.Now
+		if e.Rerun >= 0 {
+			if e.Rerun != e.LastCommitted+1 {
+				return nil, fmt.Errorf("microbatch protocol: rerun of batch %d after committed batch %d", e.Rerun, e.LastCommitted)
+			}
+			m.batch = e.Rerun
+			m.offsetsDurable = true
+			m.state = Running
+			return []Action{Point{PointAfterOffsets}, Run{Batch: m.batch, Rerun: true}}, nil
+		}
+		m.batch = e.LastCommitted + 1
+		m.state = Idle
+		return []Action{WaitUntil{At: e.Now}}, nil
+	case Tick:
+		if m.state != Idle {
+			return bad()
+		}
+		m.nextTick = e.Now.Add(m.trigger)
+		m.state = Planning
+		return []Action{Plan{m.batch}}, nil
+	case Planned:
+		if m.state != Planning {
+			return bad()
+		}
+		switch {
+		case e.Done:
+			m.state = Finished
+			return []Action{Finish{}}, nil
+		case e.Empty:
+			m.state = Idle
+			return []Action{WaitUntil{At: m.nextTick}}, nil
+		case m.lateOffsets:
+			m.state = Running
+			return []Action{Run{Batch: m.batch}}, nil
+		}
+		m.state = LoggingOffsets
+		return []Action{Point{PointBeforeOffsets}, LogOffsets{m.batch}}, nil
+	case OffsetsLogged:
+		if m.state != LoggingOffsets {
+			return bad()
+		}
+		m.offsetsDurable = true
+		if m.lateOffsets {
+			m.state = LoggingCommit
+			return []Action{Point{PointAfterOffsets}, LogCommit{m.batch}}, nil
+		}
+		m.state = Running
+		return []Action{Point{PointAfterOffsets}, Run{Batch: m.batch}}, nil
+	case RunDone:
+		if m.state != Running {
+			return bad()
+		}
+		m.state = CommittingState
+		return []Action{CommitState{m.batch}}, nil
+	case StateCommitted:
+		if m.state != CommittingState {
+			return bad()
+		}
+		m.state = Sinking
+		return []Action{Point{PointAfterState}, FlushSink{m.batch}}, nil
+	case SinkDone:
+		if m.state != Sinking {
+			return bad()
+		}
+		if m.lateOffsets {
+			m.state = LoggingOffsets
+			return []Action{Point{PointAfterSink}, Point{PointBeforeOffsets}, LogOffsets{m.batch}}, nil
+		}
+		m.state = LoggingCommit
+		return []Action{Point{PointAfterSink}, LogCommit{m.batch}}, nil
+	case CommitLogged:
+		if m.state != LoggingCommit {
+			return bad()
+		}
+		m.committed = m.batch
+		m.state = Publishing
+		return []Action{Point{PointAfterCommit}, Publish{m.batch}}, nil
+	case Published:
+		if m.state != Publishing {
+			return bad()
+		}
+		m.batch++
+		m.offsetsDurable = false
+		if e.Stop {
+			m.state = Finished
+			return []Action{Finish{}}, nil
+		}
+		m.state = Idle
+		return []Action{WaitUntil{At: m.nextTick}}, nil
+	case Rebuilt:
+		if m.state != Rebuilding {
+			return bad()
+		}
+		m.state = m.resume
+		switch m.resume {
+		case Publishing:
+			return []Action{Publish{m.batch}}, nil
+		case Running:
+			return []Action{Run{Batch: m.batch, Rerun: true}}, nil
+		}
+		m.state = Idle
+		return []Action{WaitUntil{At: e.Now}}, nil
+	}
+	return bad()
+}
+
+// workerLost decides what a lost worker costs in the current state.
+func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
+	switch m.state {
+	case Finished:
+		return nil, nil
+	case Rebuilding:
+		// The pending Rebuild replaces every worker dead by the time it runs.
+		return nil, nil
+	case Publishing:
+		// Batch N is committed: only the dead worker is rebuilt, from
+		// state version N, and the publish is repeated (it is idempotent).
+		m.resume = Publishing
+		m.state = Rebuilding
+		return []Action{Rebuild{LastCommitted: m.committed, Failed: -1, Discarded: -1}}, nil
+	}
+	// Has any operator seen input of the uncommitted batch?
+	touched := false
+	switch m.state {
+	case Running, CommittingState, Sinking, LoggingCommit:
+		touched = true
+	case LoggingOffsets:
+		touched = m.lateOffsets // the late variant has run the batch already
+	}
+	r := Rebuild{Rollback: touched, LastCommitted: m.committed, Failed: -1, Discarded: -1}
+	if m.offsetsDurable {
+		// The batch is logged: it runs again with exactly its positions.
+		r.Failed = m.batch
+		m.resume = Running
+	} else {
+		if m.state != Idle && m.state != Planning {
+			r.Discarded = m.batch
+		}
+		m.resume = Idle
+	}
+	m.state = Rebuilding
+	return []Action{r}, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package microbatch
+
+const raceEnabled = false
