@@ -2,24 +2,158 @@ package diskphase
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
-// Executor is the diskphase executor. Until issue #5 lands it refuses to run
-// rather than pretend: the CLI reports that it is not implemented yet.
-type Executor struct{}
+// Executor is the disk-phase executor (--executor diskphase). The zero
+// value is the CLI's configuration; the fields exist for tests and
+// benchmarks.
+type Executor struct {
+	// RunID names the run's namespace in durable storage; empty means a
+	// fresh one (UTC time plus random bits) per Run.
+	RunID string
+	// Compression of materialised files; empty means none on a local
+	// directory and snappy on S3 (see defaultCompressionFor).
+	Compression Compression
+	// ReadBatchRows is the most rows a map unit asks its source for at a
+	// time; 0 means DefaultReadBatchRows.
+	ReadBatchRows int
+
+	// trace, when set (by tests), sees every unit attempt, crash and commit.
+	trace func(traceEvent)
+	// result, when set (by tests), receives the execution before it runs.
+	result func(*execution)
+}
+
+// DefaultReadBatchRows is how many rows a map unit reads at a time.
+const DefaultReadBatchRows = 16 * 1024
 
 // Name implements run.Executor.
 func (Executor) Name() string { return "diskphase" }
 
 // FailPoints implements run.Executor.
-func (Executor) FailPoints() []string { return nil }
+func (Executor) FailPoints() []string { return append([]string(nil), failPoints...) }
 
-// Workers implements run.Executor.
-func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
+// Workers implements run.Executor: one worker per reduce partition.
+func (Executor) Workers(cfg run.Config) int { return max(cfg.Parallelism, 1) }
+
+// NewRunID returns a fresh run id.
+func NewRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}
 
 // Run implements run.Executor.
-func (Executor) Run(context.Context, *run.Env) (*run.Summary, error) {
-	return nil, run.ErrNotImplemented{Executor: "diskphase", Issue: "issue #5"}
+func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+	x, err := e.prepare(env)
+	if err != nil {
+		return nil, fmt.Errorf("diskphase: %w", err)
+	}
+	if e.result != nil {
+		e.result(x)
+	}
+	err = x.runCoordinators(ctx)
+	x.closeShared()
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Stopped from outside (an endless input): every committed
+			// finite job is complete, the rest is simply not done.
+			return x.met.summary(), nil
+		}
+		return nil, fmt.Errorf("diskphase: %w", err)
+	}
+	return x.met.summary(), nil
+}
+
+// prepare validates the configuration and builds the execution.
+func (e Executor) prepare(env *run.Env) (*execution, error) {
+	cfg := env.Config
+	if env.Store == nil {
+		return nil, errors.New("no durable storage (--storage): disk-phase materialises every phase there")
+	}
+	topo, err := compile(env.Job)
+	if err != nil {
+		return nil, err
+	}
+	splits, err := topo.splitsOf(env.Sources)
+	if err != nil {
+		return nil, err
+	}
+	p := max(cfg.Parallelism, 1)
+	if p > 128 {
+		return nil, fmt.Errorf("parallelism %d: at most 128 (keyed state has 128 key groups)", p)
+	}
+	comp := e.Compression
+	if comp == "" {
+		comp = defaultCompressionFor(env.Store.URL())
+	}
+	if _, err := comp.codec(); err != nil {
+		return nil, err
+	}
+	readBatch := e.ReadBatchRows
+	if readBatch <= 0 {
+		readBatch = DefaultReadBatchRows
+	}
+	runID := e.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
+	if runID == "" || strings.ContainsAny(runID, "/\\ ") || strings.HasPrefix(runID, ".") {
+		return nil, fmt.Errorf("run id %q: use letters, digits, '-' and '_'", runID)
+	}
+	plan := RunPlan{Job: env.Job.Name, Inputs: cfg.Inputs, Parallelism: p, MapOnly: topo.mapOnly(),
+		MaxDisorder: env.Job.Params.MaxDisorder, SinkMode: string(env.Sink.Mode())}
+	if plan.Inputs == nil {
+		plan.Inputs = map[string]string{}
+		for n, s := range env.Sources {
+			plan.Inputs[n] = s.Spec()
+		}
+	}
+	ports := make([]int, len(splits))
+	for i, s := range splits {
+		plan.Splits = append(plan.Splits, topo.inputs[s.input].name+"/"+s.name)
+		ports[i] = topo.inputs[s.input].port
+	}
+	switch {
+	case cfg.JobRecords > 0 && cfg.JobInterval > 0:
+		return nil, errors.New("set one of --job-records and --job-interval, not both")
+	case cfg.JobRecords > 0:
+		plan.Mode = modeRecords
+		n := int64(len(splits))
+		plan.PerSplit = (cfg.JobRecords + n - 1) / n
+	case cfg.JobInterval > 0:
+		if cfg.JobInterval < time.Millisecond {
+			return nil, fmt.Errorf("--job-interval %s: at least 1ms", cfg.JobInterval)
+		}
+		plan.Mode = modeInterval
+		plan.IntervalMs = cfg.JobInterval.Milliseconds()
+	default:
+		plan.Mode = modeWhole
+		for name, src := range env.Sources {
+			if !src.Bounded() {
+				return nil, fmt.Errorf("input %s (%s) is endless: give --job-records or --job-interval so it is processed as a sequence of finite jobs", name, src.Spec())
+			}
+		}
+	}
+	x := &execution{
+		env: env, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
+		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress), handover: newHandoverLog(),
+		trace: e.trace,
+		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),
+			stateful: topo.stateful, mode: plan.Mode, perSplit: plan.PerSplit, maxDisorder: plan.MaxDisorder},
+	}
+	for name, src := range env.Sources {
+		if !src.Rereadable() {
+			x.met.notes = append(x.met.notes, fmt.Sprintf("input %s is forgetful: a map unit re-run after a crash cannot read again what its dead attempt consumed; lost records are counted", name))
+		}
+	}
+	return x, nil
 }

@@ -1,0 +1,807 @@
+package diskphase
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+)
+
+// execution is one Run. It plays the cluster manager (it starts a
+// coordinator, replaces workers that die, and starts a brand-new
+// coordinator when one crashes) and the measuring harness. A coordinator
+// incarnation recovers from durable storage alone; nothing here is handed
+// to it except the configuration any process would be started with.
+type execution struct {
+	env         *run.Env
+	topo        *topology
+	splits      []split
+	plan        RunPlan
+	mcfg        machineConfig
+	names       names
+	compression Compression
+	readBatch   int
+	met         *metrics
+	handover    *handoverLog
+	trace       func(traceEvent)
+
+	// coordCrash is the bill of the last coordinator crash, completed by
+	// the next incarnation once it knows what was lost.
+	coordCrash *coordCrash
+
+	// shared are the readers of forgetful splits (see input.go).
+	sharedMu sync.Mutex
+	shared   map[int]*sharedReader
+}
+
+type coordCrash struct {
+	rec       *recoveryRec
+	abandoned []UnitID
+}
+
+// traceEvent lets tests watch the run.
+type traceEvent struct {
+	Kind    string // start, ended, recorded, interrupted, abandoned, lost, crash, committed, restart
+	Unit    UnitID
+	Attempt int
+	Worker  int
+	Rerun   bool
+	Job     int
+	Detail  string
+	At      time.Time
+}
+
+func (x *execution) tracef(ev traceEvent) {
+	if x.trace != nil {
+		ev.At = time.Now()
+		x.trace(ev)
+	}
+}
+
+// coordinator is one coordinator incarnation: the I/O loop around the
+// machine. It owns the workers' attempts; when it dies they are abandoned.
+type coordinator struct {
+	x       *execution
+	inc     int
+	m       *machine
+	msgs    chan any
+	live    map[int]*attemptRun // by attempt number
+	wg      sync.WaitGroup
+	queue   []event
+	commitJ int // job being committed, -1 for none
+	done    bool
+	wms     map[int]int64
+}
+
+type attemptRun struct {
+	unit   UnitID
+	num    int
+	worker int
+	cancel context.CancelCauseFunc
+	dead   bool
+	// killedBy is the crash the attempt was cancelled with; the attempt
+	// hands it back as its error, which is not a second crash.
+	killedBy *fault.Crash
+}
+
+type attemptResult struct {
+	run *attemptRun
+	m   *MapEntry
+	r   *ReduceEntry
+	err error
+	at  time.Time // when the attempt returned
+}
+
+type killRequest struct {
+	crash *fault.Crash
+	at    time.Time
+}
+
+var errCoordinatorGone = errors.New("the coordinator that started this attempt is gone")
+
+// runCoordinators starts coordinators until one finishes the run.
+func (x *execution) runCoordinators(ctx context.Context) error {
+	for {
+		c := &coordinator{x: x, msgs: make(chan any, 64), live: map[int]*attemptRun{}, commitJ: -1, wms: map[int]int64{}}
+		err := c.start(ctx)
+		if err == nil {
+			err = c.loop(ctx)
+		}
+		crash, isCrash := fault.AsCrash(err)
+		if isCrash && crash.Worker >= 0 {
+			// Worker crashes never end a coordinator; this would be a bug.
+			isCrash = false
+			err = fmt.Errorf("worker crash escaped its attempt: %w", err)
+		}
+		if isCrash {
+			at := time.Now()
+			rec := x.met.newRecovery(fmt.Sprintf("coordinator crashed at %s", crash.Spec), at, false)
+			x.tracef(traceEvent{Kind: "crash", Worker: -1, Detail: crash.Spec.String()})
+			abandoned := c.abandoned()
+			if c.commitJ >= 0 {
+				x.met.mu.Lock()
+				rec.commitJob = c.commitJ
+				x.met.commitFails++
+				x.met.mu.Unlock()
+			}
+			c.shutdown()
+			x.coordCrash = &coordCrash{rec: rec, abandoned: abandoned}
+			if x.env.Log != nil {
+				x.env.Log.Info("diskphase: coordinator crashed, starting a new one", "crash", crash.Spec.String())
+			}
+			continue
+		}
+		c.shutdown()
+		if err == nil {
+			return x.finalSweep(ctx)
+		}
+		return err
+	}
+}
+
+// start is what a new coordinator process does: find its incarnation
+// number, rebuild the plan and ledger from durable storage, and bring the
+// sink back to the last committed job.
+func (c *coordinator) start(ctx context.Context) error {
+	x := c.x
+	t0 := time.Now()
+	store := x.env.Store
+	if err := x.checkRunPlan(ctx); err != nil {
+		return err
+	}
+	coords, err := store.List(ctx, x.names.coordDir())
+	if err != nil {
+		return err
+	}
+	c.inc = 0
+	for _, o := range coords {
+		if p := x.names.parse(o.Name); p.kind == objCoord && p.num >= c.inc {
+			c.inc = p.num + 1
+		}
+	}
+	if err := store.Put(ctx, x.names.coord(c.inc), nil); err != nil {
+		return err
+	}
+	d, err := x.loadDurable(ctx)
+	if err != nil {
+		return err
+	}
+	c.m, err = restore(x.mcfg, c.inc, d)
+	if err != nil {
+		return fmt.Errorf("rebuilding the plan from %s: %w", x.names.root, err)
+	}
+	last := int64(-1)
+	for j := range d.commits {
+		last = max(last, int64(j))
+	}
+	if err := x.env.Sink.Recover(last); err != nil {
+		return err
+	}
+	if x.coordCrash != nil && last >= 0 {
+		// The previous incarnation may have died between a commit and its
+		// garbage collection.
+		if err := x.sweepCollectable(ctx, int(last)); err != nil {
+			return err
+		}
+	}
+	for j, js := range c.m.jobs {
+		if js.wmKnown {
+			c.wms[j] = js.wm
+		}
+	}
+	if cc := x.coordCrash; cc != nil {
+		x.coordCrash = nil
+		now := time.Now()
+		rec := cc.rec
+		x.met.mu.Lock()
+		rec.detect = durPtr(t0.Sub(rec.at))
+		rec.restore = durPtr(now.Sub(t0))
+		x.met.mu.Unlock()
+		for _, u := range cc.abandoned {
+			if !c.m.isDone(u) {
+				x.met.interrupted(rec, u, true)
+				x.tracef(traceEvent{Kind: "abandoned", Unit: u})
+			}
+		}
+		x.met.settle(rec)
+		x.met.emit(map[string]any{"event": "coordinator_restarted", "incarnation": c.inc,
+			"restore_ms": float64(now.Sub(t0).Microseconds()) / 1000})
+		x.tracef(traceEvent{Kind: "restart", Detail: fmt.Sprint(c.inc)})
+	}
+	return nil
+}
+
+// checkRunPlan writes run.json on the first start and checks it after.
+func (x *execution) checkRunPlan(ctx context.Context) error {
+	name := x.names.runPlan()
+	data, err := x.env.Store.Get(ctx, name)
+	if errors.Is(err, storage.ErrNotFound) {
+		b, err := json.Marshal(x.plan)
+		if err != nil {
+			return err
+		}
+		return x.env.Store.Put(ctx, name, b)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the run plan: %w", err)
+	}
+	var got RunPlan
+	if err := json.Unmarshal(data, &got); err != nil {
+		return fmt.Errorf("reading the run plan %s: %w", name, err)
+	}
+	if !got.equal(x.plan) {
+		return fmt.Errorf("the run plan in %s is for another run (%+v), not this one (%+v)", name, got, x.plan)
+	}
+	return nil
+}
+
+// loadDurable lists the run's namespace and reads its small records: the
+// only input of restore().
+func (x *execution) loadDurable(ctx context.Context) (*durableState, error) {
+	d := emptyDurable()
+	objs, err := x.env.Store.List(ctx, x.names.root)
+	if err != nil {
+		return nil, err
+	}
+	get := func(name string, v any) error {
+		data, err := x.env.Store.Get(ctx, name)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		return nil
+	}
+	for _, o := range objs {
+		p := x.names.parse(o.Name)
+		switch p.kind {
+		case objJobPlan:
+			var jp JobPlan
+			if err := get(o.Name, &jp); err != nil {
+				return nil, err
+			}
+			if jp.Job != p.job {
+				return nil, fmt.Errorf("%s holds the plan of job %d", o.Name, jp.Job)
+			}
+			d.plans[p.job] = jp
+		case objSuccess:
+			var jc JobCommit
+			if err := get(o.Name, &jc); err != nil {
+				return nil, err
+			}
+			d.commits[p.job] = &jc
+		case objLedger:
+			if p.unit.Kind == kindMap {
+				var e MapEntry
+				if err := get(o.Name, &e); err != nil {
+					return nil, err
+				}
+				d.maps[p.unit] = &e
+			} else {
+				var e ReduceEntry
+				if err := get(o.Name, &e); err != nil {
+					return nil, err
+				}
+				d.reduces[p.unit] = &e
+			}
+		}
+	}
+	return d, nil
+}
+
+// loop runs the incarnation until the run is done, the context ends, or it
+// crashes.
+func (c *coordinator) loop(ctx context.Context) error {
+	for {
+		if err := c.drain(ctx); err != nil {
+			return err
+		}
+		if c.done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case msg := <-c.msgs:
+			if err := c.handle(ctx, msg); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// drain carries out the machine's actions and feeds back the events they
+// produce until the machine has nothing more to say.
+func (c *coordinator) drain(ctx context.Context) error {
+	for {
+		acts := c.m.take()
+		if len(acts) == 0 {
+			if len(c.queue) == 0 {
+				return nil
+			}
+			ev := c.queue[0]
+			c.queue = c.queue[1:]
+			c.m.step(ev)
+			continue
+		}
+		for _, a := range acts {
+			if err := c.exec(ctx, a); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *coordinator) point(name string) error { return c.x.env.Faults.Point(name, -1) }
+
+func (c *coordinator) exec(ctx context.Context, a action) error {
+	x := c.x
+	switch a := a.(type) {
+	case actPersistPlan:
+		b, err := json.Marshal(a.Plan)
+		if err != nil {
+			return err
+		}
+		if err := x.env.Store.Put(ctx, x.names.jobPlan(a.Plan.Job), b); err != nil {
+			return err
+		}
+		x.met.planned(a.Plan.Job, time.Now())
+		if err := c.point(pointAfterPlan); err != nil {
+			return err
+		}
+		c.queue = append(c.queue, evPlanPersisted{Job: a.Plan.Job})
+	case actRun:
+		c.startAttempt(ctx, a)
+	case actRecord:
+		if err := c.point(pointBeforeRecord); err != nil {
+			return err
+		}
+		var v any = a.Map
+		var lost int64
+		if a.Map != nil {
+			lost = a.Map.Lost
+		} else {
+			v = a.Reduce
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := x.env.Store.Put(ctx, x.names.ledger(a.Unit), b); err != nil {
+			return err
+		}
+		x.met.recorded(a.Unit, lost)
+		x.tracef(traceEvent{Kind: "recorded", Unit: a.Unit, Attempt: a.Attempt})
+		if err := c.point(pointAfterRecord); err != nil {
+			return err
+		}
+		c.queue = append(c.queue, evLedgerRecorded{Unit: a.Unit, Attempt: a.Attempt})
+	case actReplaceWorker:
+		// The cluster manager starts a fresh worker process at once.
+		c.queue = append(c.queue, evWorkerUp{Worker: a.Worker})
+	case actPhase:
+		x.met.reducePhase(a.Job, time.Now())
+		if js := c.m.jobs[a.Job]; js != nil {
+			c.wms[a.Job] = js.wm
+		}
+		if err := c.point(pointPhase); err != nil {
+			return err
+		}
+	case actCommit:
+		return c.commit(ctx, a)
+	case actCollect:
+		return c.collect(ctx, a.Job)
+	case actDone:
+		c.done = true
+	case actFail:
+		return a.Err
+	default:
+		return fmt.Errorf("unknown action %T", a)
+	}
+	return nil
+}
+
+func (c *coordinator) startAttempt(ctx context.Context, a actRun) {
+	x := c.x
+	actx, cancel := context.WithCancelCause(ctx)
+	r := &attemptRun{unit: a.Unit, num: a.Attempt, worker: a.Worker, cancel: cancel}
+	c.live[a.Attempt] = r
+	rerun, rec := x.met.attemptStarted(a.Unit, time.Now())
+	x.tracef(traceEvent{Kind: "start", Unit: a.Unit, Attempt: a.Attempt, Worker: a.Worker, Rerun: rerun})
+	at := &attempt{x: x, unit: a.Unit, num: a.Attempt, worker: a.Worker, rerun: rerun, rec: rec,
+		kill: func(cr *fault.Crash) { c.msgs <- killRequest{crash: cr, at: time.Now()} }}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		res := attemptResult{run: r}
+		if a.Map != nil {
+			res.m, res.err = at.runMap(actx, a.Map)
+		} else {
+			res.r, res.err = at.runReduce(actx, a.Reduce)
+		}
+		detail := "ok"
+		if res.err != nil {
+			detail = res.err.Error()
+		}
+		x.tracef(traceEvent{Kind: "ended", Unit: a.Unit, Attempt: a.Attempt, Worker: a.Worker, Detail: detail})
+		res.at = time.Now()
+		c.msgs <- res
+	}()
+}
+
+// workerOf returns the live attempt on worker w.
+func (c *coordinator) workerOf(w int) *attemptRun {
+	for _, r := range c.live {
+		if r.worker == w && !r.dead {
+			return r
+		}
+	}
+	return nil
+}
+
+func (c *coordinator) handle(ctx context.Context, msg any) error {
+	x := c.x
+	switch msg := msg.(type) {
+	case killRequest:
+		w := msg.crash.Worker
+		r := c.workerOf(w)
+		cause := fmt.Sprintf("worker %d killed (%s)", w, msg.crash.Spec)
+		if r != nil {
+			cause += " while running " + r.unit.String()
+		} else {
+			cause += " while idle"
+		}
+		rec := x.met.newRecovery(cause, msg.at, false)
+		x.met.mu.Lock()
+		rec.detect = durPtr(time.Since(msg.at))
+		x.met.mu.Unlock()
+		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String()})
+		if r == nil {
+			x.met.settle(rec)
+			c.m.step(evWorkerLost{Worker: w})
+			return nil
+		}
+		c.killed(r, msg.crash, rec)
+	case attemptResult:
+		r := msg.run
+		delete(c.live, r.num)
+		if r.dead {
+			// A killed worker's late words. A fault that fired in it
+			// still happened: count it, it interrupts nothing more.
+			c.lateCrash(r, msg.err)
+			return nil
+		}
+		crash, isCrash := fault.AsCrash(msg.err)
+		var bad *fileBadError
+		switch {
+		case msg.err == nil:
+			c.m.step(evAttemptSucceeded{Unit: r.unit, Attempt: r.num, Map: msg.m, Reduce: msg.r})
+		case isCrash:
+			rec := x.met.newRecovery(fmt.Sprintf("worker %d crashed at %s while running %s", r.worker, crash.Spec, r.unit), msg.at, false)
+			x.met.mu.Lock()
+			rec.detect = durPtr(time.Since(msg.at))
+			x.met.mu.Unlock()
+			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: crash.Spec.String()})
+			c.killed(r, crash, rec)
+		case errors.As(msg.err, &bad):
+			rec := x.met.newRecovery(fmt.Sprintf("%s, found by %s", bad.Error(), r.unit), time.Now(), true)
+			x.met.interrupted(rec, bad.producer, false)
+			x.met.lossRerun()
+			x.tracef(traceEvent{Kind: "lost", Unit: bad.producer, Detail: bad.file})
+			// The unit that found the damage stops and runs again once the
+			// producer has: an interruption, though not a crash.
+			x.met.interrupted(rec, r.unit, true)
+			x.tracef(traceEvent{Kind: "interrupted", Unit: r.unit, Attempt: r.num, Worker: r.worker, Detail: "input lost"})
+			c.m.step(evFileBad{Unit: r.unit, Attempt: r.num, Producer: bad.producer, File: bad.file})
+		case ctx.Err() != nil:
+			return ctx.Err()
+		default:
+			c.m.step(evAttemptFailed{Unit: r.unit, Attempt: r.num, Err: msg.err})
+		}
+	default:
+		return fmt.Errorf("unknown message %T", msg)
+	}
+	return nil
+}
+
+// lateCrash counts a fault that fired in an attempt already given up.
+func (c *coordinator) lateCrash(r *attemptRun, err error) {
+	crash, ok := fault.AsCrash(err)
+	if !ok || (r != nil && r.killedBy == crash) {
+		return
+	}
+	rec := c.x.met.newRecovery(fmt.Sprintf("worker %d crashed at %s after its attempt was already abandoned", crash.Worker, crash.Spec), time.Now(), false)
+	c.x.met.settle(rec)
+	c.x.tracef(traceEvent{Kind: "crash", Worker: crash.Worker, Detail: crash.Spec.String()})
+}
+
+// abandoned lists the units a crash of this coordinator interrupts: those
+// with an attempt really running, and those whose success has not reached
+// the ledger yet.
+func (c *coordinator) abandoned() []UnitID {
+	var out []UnitID
+	seen := map[UnitID]bool{}
+	for _, r := range c.live {
+		if !r.dead && !seen[r.unit] {
+			seen[r.unit] = true
+			out = append(out, r.unit)
+		}
+	}
+	for _, u := range c.m.inFlight() {
+		if mu := c.m.unit(u); mu.status == stFinishing && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// killed carries out the death of the worker running r: the attempt is
+// cancelled and whatever it held is dropped with it.
+func (c *coordinator) killed(r *attemptRun, crash *fault.Crash, rec *recoveryRec) {
+	r.dead, r.killedBy = true, crash
+	r.cancel(crash)
+	c.x.met.interrupted(rec, r.unit, true)
+	c.x.tracef(traceEvent{Kind: "interrupted", Unit: r.unit, Attempt: r.num, Worker: r.worker})
+	c.m.step(evAttemptCrashed{Unit: r.unit, Attempt: r.num, Worker: r.worker})
+}
+
+// shutdown ends the incarnation: every attempt it started is cancelled and
+// waited for, so no attempt of a dead coordinator writes after it.
+func (c *coordinator) shutdown() {
+	for _, r := range c.live {
+		r.dead = true
+		r.cancel(errCoordinatorGone)
+	}
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	for {
+		select {
+		case msg := <-c.msgs:
+			switch m := msg.(type) {
+			case killRequest:
+				// The fault fired while everything was being torn down:
+				// its worker was dying anyway.
+				c.lateCrash(nil, m.crash)
+			case attemptResult:
+				c.lateCrash(m.run, m.err)
+			}
+		case <-done:
+			return
+		}
+	}
+}
+
+// commit is the job commit of the output committer: the staged output of
+// every unit named in the ledger is written through the sink under the
+// job's epoch, the sink commits the epoch, and the _SUCCESS marker makes
+// the commit durable.
+func (c *coordinator) commit(ctx context.Context, a actCommit) error {
+	x := c.x
+	c.commitJ = a.Job
+	x.met.commitStarted(a.Job, time.Now())
+	if err := c.point(pointBeforeCommit); err != nil {
+		return err
+	}
+	epoch := int64(a.Job)
+	appendMode := x.env.Sink.Mode() == sink.Append
+	published := map[int]bool{}
+	if appendMode {
+		objs, err := x.env.Store.List(ctx, x.names.publishedDir(a.Job))
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if p := x.names.parse(o.Name); p.kind == objPublished {
+				published[p.num] = true
+			}
+		}
+	}
+	first := true
+	for _, p := range a.Parts {
+		if p.File.Name == "" || published[p.Subtask] {
+			continue
+		}
+		data, err := x.fetch(ctx, p.File, p.Producer)
+		if err == nil {
+			err = c.writePart(p, a, epoch, data)
+		}
+		var bad *fileBadError
+		if errors.As(err, &bad) {
+			c.commitJ = -1
+			rec := x.met.newRecovery(fmt.Sprintf("%s, found by the commit of job %d", bad.Error(), a.Job), time.Now(), true)
+			x.met.interrupted(rec, bad.producer, false)
+			x.met.lossRerun()
+			x.tracef(traceEvent{Kind: "lost", Unit: bad.producer, Detail: bad.file})
+			c.queue = append(c.queue, evCommitFileBad{Job: a.Job, Producer: bad.producer, File: bad.file})
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if first {
+			first = false
+			if err := c.point(pointMidCommit); err != nil {
+				return err
+			}
+		}
+		if appendMode {
+			if err := x.env.Store.Put(ctx, x.names.published(a.Job, p.Subtask), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if first {
+		// Nothing to write: the point still marks the middle of the commit.
+		if err := c.point(pointMidCommit); err != nil {
+			return err
+		}
+	}
+	if err := x.env.Sink.Commit(epoch); err != nil {
+		return err
+	}
+	b, err := json.Marshal(a.Commit)
+	if err != nil {
+		return err
+	}
+	if err := x.env.Store.Put(ctx, x.names.success(a.Job), b); err != nil {
+		return err
+	}
+	now := time.Now()
+	c.commitJ = -1
+	x.handover.visible(x, a, now)
+	wm, ok := c.wms[a.Job]
+	if !ok {
+		wm = operator.NoWatermark
+	}
+	x.met.jobCommitted(a.Commit, wm, now)
+	x.tracef(traceEvent{Kind: "committed", Job: a.Job})
+	if err := c.point(pointAfterCommit); err != nil {
+		return err
+	}
+	c.queue = append(c.queue, evCommitted{Job: a.Job})
+	return nil
+}
+
+// writePart writes one staged output file through a fresh sink writer.
+func (c *coordinator) writePart(p commitPart, a actCommit, epoch int64, data []byte) error {
+	x := c.x
+	w, err := x.env.Sink.Writer(p.Subtask, a.Attempt)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	n, err := decodeFile(data, p.File, p.Producer, x.topo.out, x, func(b arrow.RecordBatch) error {
+		return w.Write(epoch, b)
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Flush(epoch); err != nil {
+		return err
+	}
+	x.met.rowsWritten(n)
+	return nil
+}
+
+// collect deletes what no unit can need after job j committed: its staged
+// output and append markers, the map files of job j-1 (j itself for
+// map-only jobs) and the state of job j-2. A later loss of something still
+// needed is repaired by re-running its producer.
+func (c *coordinator) collect(ctx context.Context, j int) error {
+	x := c.x
+	prefixes := []string{x.names.outDir(j), x.names.publishedDir(j)}
+	if x.topo.mapOnly() {
+		prefixes = append(prefixes, x.names.mapDir(j))
+	} else if j >= 1 {
+		prefixes = append(prefixes, x.names.mapDir(j-1))
+	}
+	if j >= 2 {
+		prefixes = append(prefixes, x.names.stateDir(j-2))
+	}
+	for _, p := range prefixes {
+		if err := x.deletePrefix(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepCollectable deletes, in one listing, everything collect would have
+// deleted for the jobs up to last (all committed).
+func (x *execution) sweepCollectable(ctx context.Context, last int) error {
+	objs, err := x.env.Store.List(ctx, x.names.root)
+	if err != nil {
+		return err
+	}
+	mapUpTo := last - 1
+	if x.topo.mapOnly() {
+		mapUpTo = last
+	}
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Name, x.names.root)
+		var j int
+		var sub string
+		if len(rest) < 8 || rest[0] != 'j' || rest[7] != '/' {
+			continue
+		}
+		if _, err := fmt.Sscanf(rest[1:7], "%d", &j); err != nil {
+			continue
+		}
+		sub = rest[8:]
+		del := (strings.HasPrefix(sub, "out/") || strings.HasPrefix(sub, "published/")) && j <= last ||
+			strings.HasPrefix(sub, "map/") && j <= mapUpTo ||
+			strings.HasPrefix(sub, "state/") && j <= last-2
+		if del {
+			if err := x.env.Store.Delete(ctx, o.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (x *execution) deletePrefix(ctx context.Context, prefix string) error {
+	objs, err := x.env.Store.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := x.env.Store.Delete(ctx, o.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finalSweep runs after the last job committed and every attempt has
+// ended: it deletes all map files, staged outputs and superseded state
+// files (including any an abandoned attempt wrote late), keeping the plans,
+// the ledger, the commit markers and the state tables of the last job.
+func (x *execution) finalSweep(ctx context.Context) error {
+	d, err := x.loadDurable(ctx)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	last := -1
+	for j := range d.commits {
+		last = max(last, j)
+	}
+	for u, e := range d.reduces {
+		if u.Job == last && e.State != nil && e.State.Name != "" {
+			keep[e.State.Name] = true
+		}
+	}
+	objs, err := x.env.Store.List(ctx, x.names.root)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Name, x.names.root)
+		i := strings.IndexByte(rest, '/')
+		if i < 0 || !strings.HasPrefix(rest, "j") {
+			continue
+		}
+		sub := rest[i+1:]
+		if strings.HasPrefix(sub, "map/") || strings.HasPrefix(sub, "out/") || strings.HasPrefix(sub, "published/") ||
+			(strings.HasPrefix(sub, "state/") && !keep[o.Name]) {
+			if err := x.env.Store.Delete(ctx, o.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package diskphase
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"go.uber.org/goleak"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/oracle"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+)
+
+var (
+	flagSchedules = flag.Int("dp.schedules", 200, "seeded random crash schedules in TestRandomCrashSchedules")
+	flagSeed      = flag.Int64("dp.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fastDir is a fresh directory, on a RAM disk when there is one: every
+// Put fsyncs, and crash semantics here are about lost memory, not media.
+func fastDir(t testing.TB) string {
+	t.Helper()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		if d, err := os.MkdirTemp("/dev/shm", "rewind-dp-"); err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(d) })
+			return d
+		}
+	}
+	return t.TempDir()
+}
+
+func smallInputs(jobName string, records int, seed int64) map[string]string {
+	if jobName == "join" {
+		return map[string]string{
+			job.InputOrders:   fmt.Sprintf("gen:records=%d,keys=%d,seed=%d", records/2, max(records/8, 1), seed),
+			job.InputPayments: fmt.Sprintf("gen:records=%d,keys=%d,seed=%d", records/2, max(records/8, 1), seed+1),
+		}
+	}
+	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=150,seed=%d", records, seed)}
+}
+
+// scenario is one run of the executor, judged against the oracle.
+type scenario struct {
+	job         string
+	inputs      map[string]string
+	mode        sink.Mode
+	parallelism int
+	jobRecords  int64
+	jobInterval time.Duration
+	fails       []fault.Spec
+	readBatch   int
+	params      *job.Params
+	progress    io.Writer
+	storage     string
+	runID       string
+	plainAlloc  bool // benchmarks: no checked allocator
+	noOracle    bool
+	// onTrace sees every trace event, in the coordinator's goroutine (or a
+	// unit's, for none of the kinds used here), with the store.
+	onTrace func(ev traceEvent, st storage.Store, x *execution)
+}
+
+type outcome struct {
+	summary *run.Summary
+	stats   sink.Stats
+	table   *sink.Table
+	want    *oracle.Result
+	env     *run.Env
+	x       *execution
+	trace   []traceEvent
+	err     error
+	left    []string // data objects left in the run's namespace
+}
+
+func (sc *scenario) execute(t testing.TB) *outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if sc.parallelism == 0 {
+		sc.parallelism = 2
+	}
+	if sc.mode == "" {
+		sc.mode = sink.Transactional
+	}
+	if sc.storage == "" {
+		sc.storage = "file://" + fastDir(t)
+	}
+	if sc.readBatch == 0 {
+		sc.readBatch = 512
+	}
+	if sc.runID == "" {
+		sc.runID = "test"
+	}
+	p := job.DefaultParams
+	if sc.params != nil {
+		p = *sc.params
+	}
+	out := filepath.Join(fastDir(t), "out")
+	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
+		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
+		JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, Fails: sc.fails, Seed: 1, Progress: sc.progress}
+	checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	var alloc memory.Allocator = checked
+	if sc.plainAlloc {
+		alloc = memory.NewGoAllocator()
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env, err := run.Prepare(ctx, cfg, alloc, log, true)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	o := &outcome{env: env}
+	var mu sync.Mutex
+	e := Executor{RunID: sc.runID, ReadBatchRows: sc.readBatch,
+		trace: func(ev traceEvent) {
+			mu.Lock()
+			o.trace = append(o.trace, ev)
+			mu.Unlock()
+		},
+		result: func(x *execution) { o.x = x },
+	}
+	if sc.onTrace != nil {
+		e.trace = func(ev traceEvent) {
+			// Events come from the coordinator and from workers: the hook
+			// runs under the lock.
+			mu.Lock()
+			defer mu.Unlock()
+			o.trace = append(o.trace, ev)
+			sc.onTrace(ev, env.Store, o.x)
+		}
+	}
+	o.summary, o.err = e.Run(ctx, env)
+	if o.err == nil {
+		if err := run.Finish(env, o.summary); err != nil {
+			t.Fatalf("finish: %v", err)
+		}
+		objs, err := env.Store.List(ctx, newNames(sc.job, sc.runID).root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ob := range objs {
+			if strings.Contains(ob.Name, "/map/") || strings.Contains(ob.Name, "/out/") {
+				o.left = append(o.left, ob.Name)
+			}
+		}
+	}
+	if err := env.Close(); err != nil {
+		t.Fatalf("closing env: %v", err)
+	}
+	checked.AssertSize(t, 0)
+	if o.err != nil {
+		return o
+	}
+	o.table, o.stats, err = sink.Resolve(out, env.Job.Output)
+	if err != nil {
+		t.Fatalf("resolving output: %v", err)
+	}
+	if !sc.noOracle {
+		o.want = oracleResult(t, cfg)
+	}
+	return o
+}
+
+var oracleCache sync.Map
+
+func oracleResult(t testing.TB, cfg run.Config) *oracle.Result {
+	t.Helper()
+	key := fmt.Sprintf("%s|%v|%v", cfg.Job, cfg.Params, cfg.Inputs)
+	if r, ok := oracleCache.Load(key); ok {
+		return r.(*oracle.Result)
+	}
+	j, err := job.Build(cfg.Job, cfg.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := map[string]source.Source{}
+	for n, spec := range cfg.Inputs {
+		s, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		srcs[n] = s
+	}
+	res, err := oracle.Evaluate(context.Background(), j, srcs, memory.NewGoAllocator())
+	if err != nil {
+		t.Fatalf("oracle: %v", err)
+	}
+	oracleCache.Store(key, res)
+	return res
+}
+
+// checkOutput: the resolved output equals the oracle's.
+func (o *outcome) checkOutput(t testing.TB, what string) {
+	t.Helper()
+	if o.err != nil {
+		t.Fatalf("%s: run failed: %v", what, o.err)
+	}
+	got, want := o.table, o.want.Table
+	if !slices.Equal(got.Columns, want.Columns) {
+		t.Fatalf("%s: columns %v, want %v", what, got.Columns, want.Columns)
+	}
+	if len(got.Rows) != len(want.Rows) {
+		t.Fatalf("%s: %d resolved rows, want %d", what, len(got.Rows), len(want.Rows))
+	}
+	for i := range got.Rows {
+		if !slices.Equal(got.Rows[i], want.Rows[i]) {
+			t.Fatalf("%s: resolved row %d is %v, want %v", what, i, got.Rows[i], want.Rows[i])
+		}
+	}
+	if o.summary.LateRows != 0 {
+		t.Fatalf("%s: %d late rows with disorder within bounds", what, o.summary.LateRows)
+	}
+	if len(o.left) > 0 {
+		t.Fatalf("%s: materialised files left after the run: %v", what, o.left)
+	}
+}
+
+// accounting summarises the trace per unit.
+type accounting struct {
+	starts      map[UnitID]int
+	interrupted map[UnitID]int
+	lost        map[UnitID]int // re-runs of producers of lost files
+	recorded    map[UnitID]int
+	crashes     int
+}
+
+func (o *outcome) accounting() accounting {
+	a := accounting{starts: map[UnitID]int{}, interrupted: map[UnitID]int{}, lost: map[UnitID]int{}, recorded: map[UnitID]int{}}
+	for _, ev := range o.trace {
+		switch ev.Kind {
+		case "start":
+			a.starts[ev.Unit]++
+		case "interrupted", "abandoned":
+			a.interrupted[ev.Unit]++
+		case "lost":
+			a.lost[ev.Unit]++
+		case "recorded":
+			a.recorded[ev.Unit]++
+		case "crash":
+			a.crashes++
+		}
+	}
+	return a
+}
+
+// checkReruns: every unit ran exactly once more than the times it was
+// interrupted (or its files were lost), the executor's own count agrees,
+// and with no lost files no unit was recorded twice — so no crash ever
+// re-ran work the ledger already held.
+func (o *outcome) checkReruns(t testing.TB, what string) {
+	t.Helper()
+	a := o.accounting()
+	reruns := 0
+	for u, n := range a.starts {
+		want := 1 + a.interrupted[u] + a.lost[u]
+		if n != want {
+			t.Fatalf("%s: unit %s started %d times, interrupted %d times, lost %d times", what, u, n, a.interrupted[u], a.lost[u])
+		}
+		reruns += n - 1
+		if a.recorded[u] != 1+a.lost[u] {
+			t.Fatalf("%s: unit %s recorded %d times (files lost %d times)", what, u, a.recorded[u], a.lost[u])
+		}
+	}
+	m := o.x.met
+	if m.unitsRe != reruns || m.unitsRe != m.interrupt+m.lossRuns {
+		t.Fatalf("%s: executor counts %d re-runs (%d interrupted, %d lost), the trace %d", what, m.unitsRe, m.interrupt, m.lossRuns, reruns)
+	}
+	if fired := len(o.env.Faults.Fired); o.summary.Crashes != fired || a.crashes != fired {
+		t.Fatalf("%s: summary counts %d crashes, trace %d, injector fired %d", what, o.summary.Crashes, a.crashes, fired)
+	}
+}
+
+func (o *outcome) checkNoDuplicates(t testing.TB, what string) {
+	t.Helper()
+	if o.stats.DuplicateRows != 0 || o.summary.SinkDuplicateRows != 0 {
+		t.Fatalf("%s: %d duplicate rows visible", what, o.stats.DuplicateRows)
+	}
+}

@@ -1,0 +1,345 @@
+package diskphase
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/run"
+)
+
+// metrics is the measuring harness of one Run. It lives outside every
+// coordinator incarnation (a crashed coordinator's memory is gone, the
+// measurements of the run are not) and nothing in it is used to recover:
+// recovery reads durable storage only.
+type metrics struct {
+	mu       sync.Mutex
+	progress io.Writer
+	start    time.Time
+
+	recordsIn   int64 // source records read, re-reads included
+	rowsOut     int64 // rows handed to the sink, repeated commits included
+	distinct    int64 // records of committed finite jobs
+	lateRows    int64
+	lostRecords int64
+	crashes     int
+	recoveries  []*recoveryRec
+	committed   int
+	commitFails int
+	latency     *run.LatencyRecorder
+
+	jobs      map[int]*jobMetrics
+	attempts  map[UnitID]int
+	tags      map[UnitID][]*recoveryRec
+	unitsRun  int
+	unitsRe   int
+	bytesMat  int64
+	filesMat  int
+	lossRuns  int
+	interrupt int
+	notes     []string
+}
+
+type jobMetrics struct {
+	planAt, reduceAt, commitAt time.Time
+	mapMs, reduceMs, commitMs  float64
+	bytes                      int64
+	files                      int
+	unitsRun, unitsRerun       int
+	recordsRead, recordsReread int64
+	rowsReread                 int64
+}
+
+// recoveryRec is the bill of one crash (or of one lost file).
+type recoveryRec struct {
+	cause       string
+	at          time.Time
+	loss        bool // a lost file, not a crash
+	detect      *time.Duration
+	restore     *time.Duration
+	reprocessed int64
+	pending     map[UnitID]bool
+	commitJob   int // a commit the crash interrupted, -1 for none
+	catchUp     *time.Duration
+}
+
+func newMetrics(progress io.Writer) *metrics {
+	return &metrics{progress: progress, start: time.Now(), latency: run.NewLatencyRecorder(),
+		jobs: map[int]*jobMetrics{}, attempts: map[UnitID]int{}, tags: map[UnitID][]*recoveryRec{}}
+}
+
+func (m *metrics) job(j int) *jobMetrics {
+	jm := m.jobs[j]
+	if jm == nil {
+		jm = &jobMetrics{}
+		m.jobs[j] = jm
+	}
+	return jm
+}
+
+func durPtr(d time.Duration) *time.Duration { return &d }
+
+// newRecovery opens the bill of a crash or a lost file.
+func (m *metrics) newRecovery(cause string, at time.Time, loss bool) *recoveryRec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := &recoveryRec{cause: cause, at: at, loss: loss, pending: map[UnitID]bool{}, commitJob: -1}
+	if !loss {
+		m.crashes++
+	}
+	m.recoveries = append(m.recoveries, rec)
+	m.event(map[string]any{"event": map[bool]string{true: "file_lost", false: "crash"}[loss], "cause": cause})
+	return rec
+}
+
+// interrupted files unit u as one of the units rec must see recorded again.
+func (m *metrics) interrupted(rec *recoveryRec, u UnitID, count bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec.pending[u] = true
+	m.tags[u] = append(m.tags[u], rec)
+	if count {
+		m.interrupt++
+	}
+}
+
+// settle closes rec's catch-up when nothing it waits for is left.
+func (m *metrics) settleLocked(rec *recoveryRec, now time.Time) {
+	if rec.catchUp == nil && len(rec.pending) == 0 && rec.commitJob < 0 {
+		rec.catchUp = durPtr(now.Sub(rec.at))
+	}
+}
+
+func (m *metrics) settle(rec *recoveryRec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.settleLocked(rec, time.Now())
+}
+
+// attemptStarted counts an attempt; it returns whether it is a re-run and
+// the newest bill it belongs to.
+func (m *metrics) attemptStarted(u UnitID, now time.Time) (rerun bool, rec *recoveryRec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.attempts[u]++
+	jm := m.job(u.Job)
+	jm.unitsRun++
+	m.unitsRun++
+	if m.attempts[u] > 1 {
+		rerun = true
+		jm.unitsRerun++
+		m.unitsRe++
+	}
+	if tags := m.tags[u]; len(tags) > 0 {
+		rec = tags[len(tags)-1]
+		for _, r := range tags {
+			if r.restore == nil && !r.loss && r.detect != nil {
+				// Time from noticing the crash to the first re-run.
+				r.restore = durPtr(now.Sub(r.at) - *r.detect)
+			}
+		}
+	}
+	return rerun, rec
+}
+
+func (m *metrics) recordsRead(u UnitID, n int64, rerun bool, rec *recoveryRec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recordsIn += n
+	jm := m.job(u.Job)
+	jm.recordsRead += n
+	if rerun {
+		jm.recordsReread += n
+	}
+	if rec != nil {
+		rec.reprocessed += n
+	}
+}
+
+func (m *metrics) rowsReread(u UnitID, n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.job(u.Job).rowsReread += n
+}
+
+func (m *metrics) materialised(j int, bytes int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	jm := m.job(j)
+	jm.bytes += int64(bytes)
+	jm.files++
+	m.bytesMat += int64(bytes)
+	m.filesMat++
+}
+
+func (m *metrics) lossRerun() {
+	m.mu.Lock()
+	m.lossRuns++
+	m.mu.Unlock()
+}
+
+// recorded notes a durable ledger entry.
+func (m *metrics) recorded(u UnitID, lost int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lostRecords += lost
+	now := time.Now()
+	for _, rec := range m.tags[u] {
+		delete(rec.pending, u)
+		m.settleLocked(rec, now)
+	}
+	delete(m.tags, u)
+}
+
+func (m *metrics) planned(j int, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if jm := m.job(j); jm.planAt.IsZero() {
+		jm.planAt = now
+	}
+}
+
+func (m *metrics) reducePhase(j int, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if jm := m.job(j); jm.reduceAt.IsZero() {
+		jm.reduceAt = now
+	}
+}
+
+func (m *metrics) commitStarted(j int, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if jm := m.job(j); jm.commitAt.IsZero() {
+		jm.commitAt = now
+	}
+}
+
+func (m *metrics) rowsWritten(n int64) {
+	m.mu.Lock()
+	m.rowsOut += n
+	m.mu.Unlock()
+}
+
+// jobCommitted closes job j's metrics and prints its progress line.
+func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.committed++
+	m.distinct += c.Records
+	m.lateRows += c.LateRows
+	jm := m.job(c.Job)
+	ms := func(a, b time.Time) float64 {
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return float64(b.Sub(a).Microseconds()) / 1000
+	}
+	phaseEnd := jm.reduceAt
+	if phaseEnd.IsZero() { // map-only
+		phaseEnd = jm.commitAt
+	}
+	jm.mapMs = ms(jm.planAt, phaseEnd)
+	if !jm.reduceAt.IsZero() {
+		jm.reduceMs = ms(jm.reduceAt, jm.commitAt)
+	}
+	jm.commitMs = ms(jm.commitAt, now)
+	for _, rec := range m.recoveries {
+		if rec.commitJob == c.Job {
+			rec.commitJob = -1
+			m.settleLocked(rec, now)
+		}
+	}
+	line := map[string]any{
+		"event": "job_committed", "job": c.Job, "records": c.Records, "rows_out": c.RowsOut, "late_rows": c.LateRows,
+		"map_ms": jm.mapMs, "reduce_ms": jm.reduceMs, "commit_ms": jm.commitMs,
+		"bytes_materialised": jm.bytes, "files_materialised": jm.files,
+		"units_run": jm.unitsRun, "units_rerun": jm.unitsRerun,
+		"records_read": jm.recordsRead, "records_reread": jm.recordsReread, "rows_reread": jm.rowsReread,
+	}
+	if wm != noWM {
+		line["watermark"] = wm
+	}
+	m.event(line)
+}
+
+// noWM avoids importing operator here for one constant.
+const noWM = -1 << 63
+
+// event writes one progress line; m.mu is held.
+func (m *metrics) event(fields map[string]any) {
+	if m.progress == nil {
+		return
+	}
+	fields["executor"] = "diskphase"
+	fields["t_ms"] = float64(time.Since(m.start).Microseconds()) / 1000
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(m.progress, "%s\n", b)
+}
+
+func (m *metrics) emit(fields map[string]any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.event(fields)
+}
+
+// summary builds the run's summary.
+func (m *metrics) summary() *run.Summary {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wall := time.Since(m.start)
+	s := &run.Summary{
+		RecordsIn: m.recordsIn, RowsOut: m.rowsOut, LostRecords: m.lostRecords, LateRows: m.lateRows,
+		Crashes:     m.crashes,
+		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.commitFails},
+		LatencyMs:   m.latency.Latency(),
+		WallMs:      float64(wall.Microseconds()) / 1000,
+	}
+	if wall > 0 {
+		s.ThroughputRPS = float64(m.distinct) / wall.Seconds()
+	}
+	ms := func(d *time.Duration) *float64 {
+		if d == nil {
+			return nil
+		}
+		v := float64(d.Microseconds()) / 1000
+		return &v
+	}
+	for _, rec := range m.recoveries {
+		n := rec.reprocessed
+		s.Recoveries = append(s.Recoveries, run.Recovery{Cause: rec.cause, DetectMs: ms(rec.detect),
+			RestoreMs: ms(rec.restore), ReprocessedRecords: &n, CatchUpMs: ms(rec.catchUp)})
+	}
+	s.Notes = append(s.Notes, m.notes...)
+	var mapMs, redMs, comMs float64
+	var reread int64
+	for _, jm := range m.jobs {
+		mapMs, redMs, comMs = mapMs+jm.mapMs, redMs+jm.reduceMs, comMs+jm.commitMs
+		reread += jm.recordsReread
+	}
+	s.Notes = append(s.Notes, fmt.Sprintf("diskphase: %d finite jobs (map %.0f ms, reduce %.0f ms, commit %.0f ms in total), %d unit attempts (%d re-runs: %d interrupted, %d for lost files), %d records re-read, %d files / %d bytes materialised",
+		m.committed, mapMs, redMs, comMs, m.unitsRun, m.unitsRe, m.interrupt, m.lossRuns, reread, m.filesMat, m.bytesMat))
+	return s
+}
+
+// jobTable returns per-job metrics in job order (for tests and benches).
+func (m *metrics) jobTable() []jobMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]int, 0, len(m.jobs))
+	for j := range m.jobs {
+		ids = append(ids, j)
+	}
+	sort.Ints(ids)
+	out := make([]jobMetrics, len(ids))
+	for i, j := range ids {
+		out[i] = *m.jobs[j]
+	}
+	return out
+}
