@@ -108,7 +108,11 @@ type Stateful interface {
 	Snapshot() ([]KeyGroupState, error)
 	// Restore loads state previously produced by Snapshot (possibly by
 	// instances of another parallelism; only owned key groups are passed).
-	// It is called after Open and before any input. Restore retains what it
+	// It is called after Open and before any input. A snapshot holds only
+	// non-empty key groups, so an operator that held nothing at the cut
+	// cannot carry its watermark: executors save the watermark they last
+	// delivered in the recovery point and call AdvanceWatermark with it right
+	// after Restore. Restore retains what it
 	// keeps; the caller still releases the batches it passed.
 	Restore(parts []KeyGroupState) error
 	// StateSchema is the schema of the batches Snapshot returns.

@@ -1,0 +1,144 @@
+package operator
+
+import "github.com/rewind-engine/rewind/dataflow/keygroup"
+
+// kaggEntry is one key's aggregate, 24 bytes. A slot is empty exactly when
+// count is 0: every stored key has been seen at least once, so no separate
+// occupancy flag (and no reserved key value) is needed, and zeroed memory is
+// an empty table. The top bit of count (kaggDirty) marks a key changed since
+// the last Flush; a real count never reaches it.
+type kaggEntry struct {
+	key, count, sum int64
+}
+
+// kaggDirty is the changed-since-Flush bit of kaggEntry.count.
+const kaggDirty = -1 << 63
+
+// kaggTable is an open-addressing hash table from int64 key to kaggEntry with
+// power-of-two capacity and linear probing. The caller supplies the key's
+// hash (keygroup.Hash), so each key is hashed once for both key-group routing
+// and slot selection. There are no deletes: keyed state only grows.
+type kaggTable struct {
+	slots  []kaggEntry
+	n      int // stored keys
+	growAt int // n at which the table doubles
+	// grownIn is the flush epoch of the last rehash: slot indexes recorded
+	// in that epoch may be stale. Epochs count Flush calls.
+	grownIn uint64
+}
+
+// kaggMinSlots is the capacity of a table after its first insert.
+const kaggMinSlots = 16
+
+// kaggMaxLoadNum/kaggMaxLoadDen is the load factor that triggers growth.
+// Measured on 100k uniform keys: at load ~0.38 the loop ran about 1.6x as
+// fast as at ~0.76, because most lookups then hit the home slot and the
+// probe loop's exit branch is predictable. The price is memory: 48 to 96
+// bytes per key.
+const (
+	kaggMaxLoadNum = 1
+	kaggMaxLoadDen = 2
+)
+
+// upsert returns the slot of key, inserting key with count 0 (which the
+// caller must raise to at least 1) when it is absent. The caller has made
+// room (t.n < t.growAt). The keyed aggregation's hot loop inlines a copy of
+// this probe.
+func (t *kaggTable) upsert(key int64, h uint64) uint64 {
+	mask := uint64(len(t.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		e := &t.slots[i]
+		if e.count == 0 {
+			e.key = key
+			t.n++
+			return i
+		}
+		if e.key == key {
+			return i
+		}
+	}
+}
+
+// insertNew inserts keys with their counts (> 0) and sums; hashes are the
+// keys' hashes. The caller has reserved room for all of them. It returns
+// the index of a key that was already present (its earlier entry is then
+// overwritten, so the table must be discarded), or -1. Restore spends most
+// of its time here, so the probe is inlined and the duplicate check does not
+// branch.
+func (t *kaggTable) insertNew(keys, counts, sums []int64, hashes []uint64) int {
+	slots := t.slots
+	mask := uint64(len(slots) - 1)
+	counts, sums, hashes = counts[:len(keys)], sums[:len(keys)], hashes[:len(keys)]
+	dup := false
+	for i, k := range keys {
+		x := hashes[i] & mask
+		for slots[x].count != 0 {
+			dup = dup || slots[x].key == k
+			x = (x + 1) & mask
+		}
+		slots[x] = kaggEntry{key: k, count: counts[i], sum: sums[i]}
+	}
+	t.n += len(keys)
+	if !dup {
+		return -1
+	}
+	seen := make(map[int64]bool, len(keys))
+	for i, k := range keys {
+		if seen[k] {
+			return i
+		}
+		seen[k] = true
+	}
+	return 0 // the duplicate was stored before this call
+}
+
+// reserve grows the table so that n more keys fit without growing again.
+// epoch is the current flush epoch (see grownIn).
+func (t *kaggTable) reserve(n int, epoch uint64) {
+	need := t.n + n
+	size := max(len(t.slots), kaggMinSlots)
+	for need > size/kaggMaxLoadDen*kaggMaxLoadNum {
+		size *= 2
+	}
+	if size > len(t.slots) {
+		t.grow(size, epoch)
+	}
+}
+
+// grow rehashes into size slots (a power of two) during flush epoch epoch.
+func (t *kaggTable) grow(size int, epoch uint64) {
+	size = max(size, kaggMinSlots)
+	t.grownIn = epoch
+	old := t.slots
+	t.slots = make([]kaggEntry, size)
+	t.growAt = size / kaggMaxLoadDen * kaggMaxLoadNum
+	mask := uint64(size - 1)
+	for i := range old {
+		e := &old[i]
+		if e.count == 0 {
+			continue
+		}
+		j := keygroup.Hash(e.key) & mask
+		for t.slots[j].count != 0 {
+			j = (j + 1) & mask
+		}
+		t.slots[j] = *e
+	}
+}
+
+// compact copies the stored entries into keys, counts and sums, which have
+// room for t.n+1 values. Every slot is written and the output index only
+// advances past stored ones: at load 1/4 to 1/2 a branch on "stored" would
+// mispredict on a large share of slots. The spare value absorbs the writes
+// of empty slots after the last stored one.
+func (t *kaggTable) compact(keys, counts, sums []int64) {
+	n, slots := t.n, t.slots
+	keys, counts, sums = keys[:n+1], counts[:n+1], sums[:n+1]
+	j := 0
+	for i := range slots {
+		e := &slots[i]
+		j = min(j, n) // proves j in bounds, so no bounds checks in the loop
+		keys[j], counts[j], sums[j] = e.key, e.count, e.sum
+		j += kaggB2I(e.count != 0)
+	}
+}

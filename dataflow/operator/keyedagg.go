@@ -1,0 +1,374 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+)
+
+// KeyedAggSpec configures NewKeyedAgg: per value of KeyColumn, the number of
+// rows and the sum of SumColumn.
+type KeyedAggSpec struct {
+	KeyColumn, SumColumn string
+}
+
+// kaggVersionColumn equals sink.VersionColumn (a test checks it); the
+// operator package does not import sink so that sinks may use operators.
+const kaggVersionColumn = "_version"
+
+// kaggFlushRows caps the rows of one emitted batch so a Flush after a large
+// unit of input does not produce one huge batch downstream.
+const kaggFlushRows = 1 << 16
+
+var (
+	kaggOutSchema = arrow.NewSchema([]arrow.Field{
+		{Name: "key", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "count", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "sum", Type: arrow.PrimitiveTypes.Int64},
+		{Name: kaggVersionColumn, Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	kaggStateSchema = arrow.NewSchema([]arrow.Field{
+		{Name: "key", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "count", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "sum", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+)
+
+// keyedAgg keeps count and sum per key, one hash table per key group.
+type keyedAgg struct {
+	keyCol, sumCol int
+	alloc          memory.Allocator
+	owned          keygroup.Range
+	// tables[kg] is nil for key groups this instance does not own, so the
+	// hot loop's table load doubles as the ownership check.
+	tables [keygroup.Count]*kaggTable
+	// changed lists the keys changed since the last Flush, in order of
+	// first change. Only changed[:nChanged] is meaningful; the slice is kept
+	// long enough for a whole batch so the hot loop appends without a
+	// branch. epoch counts Flush calls (see kaggTable.grownIn).
+	changed  []kaggChange
+	nChanged int
+	epoch    uint64
+	// restoreHashes is Restore's scratch space.
+	restoreHashes []uint64
+}
+
+// kaggChange locates a changed key. Flush reads the entry straight from
+// (kg, slot), an independent load per key, unless the table was rehashed in
+// this epoch; then it looks the key up again.
+type kaggChange struct {
+	key  int64
+	kg   uint32
+	slot uint32
+}
+
+// NewKeyedAgg returns the keyed aggregation: per key, the number of rows and
+// the sum of spec.SumColumn. Process only updates state; Flush emits one row
+// (key, count, sum, _version) per key changed since the previous Flush, in
+// order of first change, where _version is the key's running count. Its
+// state is (key, count, sum) per key group.
+func NewKeyedAgg(in *arrow.Schema, spec KeyedAggSpec) (Stateful, error) {
+	k, err := Int64ColumnIndex(in, spec.KeyColumn)
+	if err != nil {
+		return nil, fmt.Errorf("keyed aggregation key: %w", err)
+	}
+	s, err := Int64ColumnIndex(in, spec.SumColumn)
+	if err != nil {
+		return nil, fmt.Errorf("keyed aggregation sum: %w", err)
+	}
+	return &keyedAgg{keyCol: k, sumCol: s, alloc: memory.DefaultAllocator, epoch: 1}, nil
+}
+
+func (a *keyedAgg) OutputSchema() *arrow.Schema { return kaggOutSchema }
+func (a *keyedAgg) StateSchema() *arrow.Schema  { return kaggStateSchema }
+
+func (a *keyedAgg) Open(ctx Context) error {
+	r := ctx.KeyGroups
+	if r.Start < 0 || r.End > keygroup.Count || r.Start > r.End {
+		return fmt.Errorf("keyed aggregation: invalid key-group range [%d,%d)", r.Start, r.End)
+	}
+	a.alloc = helpAlloc(ctx.Alloc)
+	a.owned = r
+	a.tables = [keygroup.Count]*kaggTable{}
+	for kg := r.Start; kg < r.End; kg++ {
+		a.tables[kg] = &kaggTable{} // slots are allocated on first insert
+	}
+	return nil
+}
+
+func (a *keyedAgg) Process(port int, batch arrow.RecordBatch, _ Emitter) error {
+	if port != 0 {
+		return fmt.Errorf("keyed aggregation: input port %d does not exist", port)
+	}
+	keyArr, err := helpInt64Col(batch, a.keyCol)
+	if err != nil {
+		return fmt.Errorf("keyed aggregation: %w", err)
+	}
+	sumArr, err := helpInt64Col(batch, a.sumCol)
+	if err != nil {
+		return fmt.Errorf("keyed aggregation: %w", err)
+	}
+	if keyArr.NullN() > 0 {
+		return fmt.Errorf("keyed aggregation: key column %q has %d null values",
+			batch.ColumnName(a.keyCol), keyArr.NullN())
+	}
+	keys := keyArr.Int64Values()
+	if len(keys) == 0 {
+		return nil
+	}
+	// Room for every row to be a first change, so appending needs no check.
+	if need := a.nChanged + len(keys); need > len(a.changed) {
+		grown := make([]kaggChange, max(need, 2*len(a.changed)))
+		copy(grown, a.changed[:a.nChanged])
+		a.changed = grown
+	}
+	if sumArr.NullN() > 0 {
+		return a.processNullableSums(keys, sumArr)
+	}
+	return a.process(keys, sumArr.Int64Values())
+}
+
+// process updates the state for rows keys/vals. The hot loop stops at any
+// row whose table must grow first (or whose key group is not owned); that
+// rare work happens here, outside it.
+func (a *keyedAgg) process(keys, vals []int64) error {
+	vals = vals[:len(keys)]
+	for {
+		done := a.processFast(keys, vals)
+		keys, vals = keys[done:], vals[done:]
+		if len(keys) == 0 {
+			return nil
+		}
+		t := a.tables[keygroup.Of(keys[0])]
+		if t == nil {
+			return a.notOwned(keys[0])
+		}
+		t.grow(2*len(t.slots), a.epoch)
+	}
+}
+
+// processFast is the hot loop; it returns how many rows it consumed. It
+// probes inline and has no calls, so the loop's values stay in registers.
+// It records first changes without a branch: the change is written
+// unconditionally and the list only advances when the key was not dirty
+// yet. That branch would mispredict for about half the rows of a typical
+// batch.
+func (a *keyedAgg) processFast(keys, vals []int64) int {
+	vals = vals[:len(keys)]
+	changed := a.changed[a.nChanged : a.nChanged+len(keys)]
+	nc := 0
+	tables := &a.tables
+	for i, k := range keys {
+		h := keygroup.Hash(k)
+		kg := keygroup.OfHash(h)
+		t := tables[kg]
+		if t == nil || t.n >= t.growAt {
+			a.nChanged += nc
+			return i
+		}
+		slots := t.slots
+		mask := uint64(len(slots) - 1)
+		x := h & mask
+		for {
+			e := &slots[x]
+			if e.key == k && e.count != 0 {
+				break
+			}
+			if e.count == 0 {
+				e.key = k
+				t.n++
+				break
+			}
+			x = (x + 1) & mask
+		}
+		e := &slots[x]
+		c := e.count
+		e.sum += vals[i]
+		changed[nc] = kaggChange{key: k, kg: uint32(kg), slot: uint32(x)}
+		nc += int(^uint64(c) >> 63) // 1 unless already dirty
+		e.count = (c | kaggDirty) + 1
+	}
+	a.nChanged += nc
+	return len(keys)
+}
+
+// kaggB2I is compiled to a SETcc, not a branch.
+func kaggB2I(b bool) int {
+	var i int
+	if b {
+		i = 1
+	}
+	return i
+}
+
+// processNullableSums is the slow path for a sum column with nulls: the row
+// still counts, a null adds nothing to the sum (as SQL's count(*), sum(v)).
+func (a *keyedAgg) processNullableSums(keys []int64, sums *array.Int64) error {
+	vals := sums.Int64Values()
+	for i, k := range keys {
+		h := keygroup.Hash(k)
+		kg := keygroup.OfHash(h)
+		t := a.tables[kg]
+		if t == nil {
+			return a.notOwned(k)
+		}
+		if t.n >= t.growAt {
+			t.grow(2*len(t.slots), a.epoch)
+		}
+		x := t.upsert(k, h)
+		e := &t.slots[x]
+		if e.count >= 0 { // not dirty yet
+			a.changed[a.nChanged] = kaggChange{key: k, kg: uint32(kg), slot: uint32(x)}
+			a.nChanged++
+		}
+		e.count = (e.count | kaggDirty) + 1
+		if sums.IsValid(i) {
+			e.sum += vals[i]
+		}
+	}
+	return nil
+}
+
+func (a *keyedAgg) notOwned(k int64) error {
+	return fmt.Errorf("keyed aggregation: key %d is in key group %d, not owned by this instance (owns [%d,%d)); was the input hash-exchanged?",
+		k, keygroup.Of(k), a.owned.Start, a.owned.End)
+}
+
+// AdvanceWatermark does nothing: the aggregation has no notion of time.
+func (a *keyedAgg) AdvanceWatermark(int64, Emitter) error { return nil }
+
+// Flush emits the changed keys in batches of at most kaggFlushRows rows.
+func (a *keyedAgg) Flush(out Emitter) error {
+	pending := a.changed[:a.nChanged]
+	for len(pending) > 0 {
+		chunk := pending[:min(len(pending), kaggFlushRows)]
+		if err := a.emitChanged(chunk, out); err != nil {
+			// Keep what was not emitted so the error loses nothing; the
+			// executor treats a failed Flush as a failure of the worker.
+			a.nChanged = copy(a.changed, pending)
+			return err
+		}
+		pending = pending[len(chunk):]
+	}
+	a.nChanged = 0
+	if len(a.changed) > 4*kaggFlushRows {
+		a.changed = nil // do not pin the memory of one unusually large unit
+	}
+	a.epoch++
+	return nil
+}
+
+func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
+	n := len(chunk)
+	keyArr, kv := AllocInt64(a.alloc, n)
+	cntArr, cv := AllocInt64(a.alloc, n)
+	sumArr, sv := AllocInt64(a.alloc, n)
+	kv, cv, sv = kv[:n], cv[:n], sv[:n]
+	for i, c := range chunk {
+		t := a.tables[c.kg]
+		var e *kaggEntry
+		if t.grownIn != a.epoch {
+			e = &t.slots[c.slot]
+		} else {
+			h := keygroup.Hash(c.key)
+			e = &t.slots[t.upsert(c.key, h)] // present: upsert only finds
+		}
+		e.count &^= kaggDirty
+		kv[i], cv[i], sv[i] = c.key, e.count, e.sum
+	}
+	// _version is the running count: share the count column, arrays are
+	// immutable once built.
+	cntArr.Retain()
+	b := NewBatchOwning(kaggOutSchema, n, keyArr, cntArr, sumArr, cntArr)
+	defer b.Release()
+	return out.Emit(b)
+}
+
+// Snapshot copies every non-empty key group into a (key, count, sum) batch,
+// in slot order. It is a sequential scan of the tables, so it costs about
+// as much as reading the state's memory once.
+func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
+	if a.nChanged > 0 {
+		return nil, fmt.Errorf("keyed aggregation: snapshot with %d changed keys not flushed; call Flush first", a.nChanged)
+	}
+	var parts []KeyGroupState
+	for kg := a.owned.Start; kg < a.owned.End; kg++ {
+		t := a.tables[kg]
+		if t == nil || t.n == 0 {
+			continue
+		}
+		keyArr, kv := helpAllocInt64(a.alloc, t.n, 1)
+		cntArr, cv := helpAllocInt64(a.alloc, t.n, 1)
+		sumArr, sv := helpAllocInt64(a.alloc, t.n, 1)
+		t.compact(kv, cv, sv)
+		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)})
+	}
+	return parts, nil
+}
+
+// Restore loads key groups saved by Snapshot. Each key must hash to the key
+// group it is filed under and appear once; anything else means the state
+// does not belong to this operator and is rejected. After an error the
+// instance must be discarded.
+func (a *keyedAgg) Restore(parts []KeyGroupState) error {
+	for _, p := range parts {
+		if err := a.restorePart(p); err != nil {
+			return fmt.Errorf("keyed aggregation: restoring key group %d: %w", p.KeyGroup, err)
+		}
+	}
+	return nil
+}
+
+func (a *keyedAgg) restorePart(p KeyGroupState) error {
+	if p.KeyGroup < 0 || p.KeyGroup >= keygroup.Count || a.tables[p.KeyGroup] == nil {
+		return fmt.Errorf("key group not owned by this instance (owns [%d,%d))", a.owned.Start, a.owned.End)
+	}
+	if p.Batch == nil {
+		return errors.New("no batch")
+	}
+	if !p.Batch.Schema().Equal(kaggStateSchema) {
+		return fmt.Errorf("state schema %s, want %s", helpSchemaString(p.Batch.Schema()), helpSchemaString(kaggStateSchema))
+	}
+	var cols [3][]int64
+	for c := range cols {
+		arr := p.Batch.Column(c).(*array.Int64)
+		if arr.NullN() > 0 {
+			return fmt.Errorf("column %q has nulls", p.Batch.ColumnName(c))
+		}
+		cols[c] = arr.Int64Values()
+	}
+	keys, counts, sums := cols[0], cols[1], cols[2]
+	// Validate everything before touching the table, so a rejected part
+	// leaves the state as it was. The hashes are kept for the insert pass.
+	if cap(a.restoreHashes) < len(keys) {
+		a.restoreHashes = make([]uint64, len(keys))
+	}
+	hashes := a.restoreHashes[:len(keys)]
+	for i, k := range keys {
+		h := keygroup.Hash(k)
+		if kg := keygroup.OfHash(h); kg != p.KeyGroup {
+			return fmt.Errorf("key %d belongs to key group %d", k, kg)
+		}
+		if counts[i] <= 0 {
+			return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
+		}
+		hashes[i] = h
+	}
+	t := a.tables[p.KeyGroup]
+	t.reserve(len(keys), a.epoch)
+	if dup := t.insertNew(keys, counts, sums, hashes); dup >= 0 {
+		return fmt.Errorf("key %d appears twice", keys[dup])
+	}
+	return nil
+}
+
+func (a *keyedAgg) Close() error {
+	a.tables = [keygroup.Count]*kaggTable{}
+	a.changed, a.nChanged, a.restoreHashes = nil, 0, nil
+	return nil
+}

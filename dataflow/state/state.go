@@ -1,0 +1,363 @@
+// Package state is the byte format of operator state in a recovery point.
+//
+// One blob holds the key-group states of one operator instance (executors
+// write one object per operator subtask). Its layout, all integers little
+// endian:
+//
+//	magic     4 bytes  "RWST"
+//	version   uint16   FormatVersion
+//	flags     uint16   0, reserved
+//	opIDLen   uint16
+//	nParts    uint32
+//	opID      opIDLen bytes
+//	keyGroups nParts x uint16, the key group of each batch in stream order
+//	ipcLen    uint64
+//	ipc       ipcLen bytes: an Arrow IPC stream (schema, nParts record
+//	          batches, end-of-stream); empty when nParts is 0
+//	crc       uint32   CRC32C (Castagnoli) of every byte before it
+//
+// The state stays Arrow: any Arrow reader can read the IPC section, and
+// decoding is a copy (or nothing, see DecodeAllShared), not a conversion.
+// The checksum and the exact-length rule make every torn or corrupt blob
+// fail to decode instead of loading wrong state: a blob is either used
+// whole or rejected. The IPC section is parsed only after the checksum
+// matched, because arrow-go's metadata parser trusts the lengths it reads:
+// damaged metadata can make it allocate without bound.
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/operator"
+)
+
+// FormatVersion is the version written into every blob. Decode rejects
+// other versions rather than guessing.
+const FormatVersion = 1
+
+var magic = [4]byte{'R', 'W', 'S', 'T'}
+
+// castagnoli uses the CPU's CRC32 instruction where there is one.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const (
+	fixedHeaderLen = 4 + 2 + 2 + 2 + 4 // magic .. nParts
+	trailerLen     = 4                 // crc
+	maxOpIDLen     = 1<<16 - 1
+)
+
+// ErrCorrupt is wrapped by every Decode error caused by the bytes themselves
+// (as opposed to, say, a failing allocator), so callers can tell a torn or
+// damaged blob apart.
+var ErrCorrupt = errors.New("corrupt operator state")
+
+// Encode appends to dst the blob of a single key-group state of operator
+// opID. It is EncodeAll with one part.
+func Encode(dst *bytes.Buffer, opID string, part operator.KeyGroupState) error {
+	return EncodeAll(dst, opID, []operator.KeyGroupState{part})
+}
+
+// EncodeAll appends to dst one blob holding parts, the key-group states of
+// operator instance opID. All batches must share one schema. dst may be
+// reused across calls (Reset it first) so its memory is reused too. The
+// batches are only read; the caller still owns them.
+func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) error {
+	if len(opID) > maxOpIDLen {
+		return fmt.Errorf("encoding state: operator id is %d bytes, at most %d allowed", len(opID), maxOpIDLen)
+	}
+	var schema *arrow.Schema
+	size := 0
+	for i, p := range parts {
+		if p.KeyGroup < 0 || p.KeyGroup >= keygroup.Count {
+			return fmt.Errorf("encoding state of %s: key group %d out of range [0,%d)", opID, p.KeyGroup, keygroup.Count)
+		}
+		if p.Batch == nil {
+			return fmt.Errorf("encoding state of %s: key group %d has no batch", opID, p.KeyGroup)
+		}
+		if i == 0 {
+			schema = p.Batch.Schema()
+		} else if !p.Batch.Schema().Equal(schema) {
+			return fmt.Errorf("encoding state of %s: key group %d has schema %s, key group %d has %s",
+				opID, p.KeyGroup, p.Batch.Schema(), parts[0].KeyGroup, schema)
+		}
+		size += batchBytes(p.Batch)
+	}
+
+	start := dst.Len()
+	// Room for everything up front: the IPC writer issues many small writes
+	// and the buffer should not grow in steps while it does.
+	dst.Grow(fixedHeaderLen + len(opID) + 2*len(parts) + 8 + size + 512*(len(parts)+2) + trailerLen)
+	var hdr [fixedHeaderLen]byte
+	copy(hdr[:4], magic[:])
+	binary.LittleEndian.PutUint16(hdr[4:], FormatVersion)
+	binary.LittleEndian.PutUint16(hdr[6:], 0)
+	binary.LittleEndian.PutUint16(hdr[8:], uint16(len(opID)))
+	binary.LittleEndian.PutUint32(hdr[10:], uint32(len(parts)))
+	dst.Write(hdr[:])
+	dst.WriteString(opID)
+	var u16 [2]byte
+	for _, p := range parts {
+		binary.LittleEndian.PutUint16(u16[:], uint16(p.KeyGroup))
+		dst.Write(u16[:])
+	}
+	lenAt := dst.Len()
+	dst.Write(make([]byte, 8)) // ipcLen, patched below
+
+	if len(parts) > 0 {
+		// Plain fixed-width columns are written straight from their
+		// buffers; the allocator only backs bookkeeping.
+		w := ipc.NewWriter(dst, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
+		for _, p := range parts {
+			if err := w.Write(p.Batch); err != nil {
+				w.Close()
+				dst.Truncate(start)
+				return fmt.Errorf("encoding state of %s, key group %d: %w", opID, p.KeyGroup, err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			dst.Truncate(start)
+			return fmt.Errorf("encoding state of %s: %w", opID, err)
+		}
+	}
+	b := dst.Bytes()
+	binary.LittleEndian.PutUint64(b[lenAt:], uint64(len(b)-lenAt-8))
+	var crc [4]byte
+	binary.LittleEndian.PutUint32(crc[:], crc32.Checksum(b[start:], castagnoli))
+	dst.Write(crc[:])
+	return nil
+}
+
+// batchBytes is the size of a batch's buffers, for sizing the output.
+func batchBytes(b arrow.RecordBatch) int {
+	n := 0
+	for _, c := range b.Columns() {
+		for _, buf := range c.Data().Buffers() {
+			if buf != nil {
+				n += buf.Len()
+			}
+		}
+	}
+	return n
+}
+
+// Header describes a blob without decoding its batches.
+type Header struct {
+	OpID      string
+	KeyGroups []int // in stream order
+	IPCBytes  int   // size of the Arrow IPC section
+}
+
+// ReadHeader verifies data (length, version, checksum) and returns its
+// header. It is what Decode checks before touching the IPC section, and is
+// enough for listing recovery points.
+func ReadHeader(data []byte) (Header, error) {
+	h, _, err := parse(data)
+	return h, err
+}
+
+// parse checks the framing and the checksum and returns the header and the
+// IPC section.
+func parse(data []byte) (Header, []byte, error) {
+	var h Header
+	if len(data) < fixedHeaderLen+8+trailerLen {
+		return h, nil, fmt.Errorf("%w: %d bytes is shorter than any blob", ErrCorrupt, len(data))
+	}
+	if !bytes.Equal(data[:4], magic[:]) {
+		return h, nil, fmt.Errorf("%w: bad magic %q", ErrCorrupt, data[:4])
+	}
+	if v := binary.LittleEndian.Uint16(data[4:]); v != FormatVersion {
+		return h, nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrCorrupt, v, FormatVersion)
+	}
+	if f := binary.LittleEndian.Uint16(data[6:]); f != 0 {
+		return h, nil, fmt.Errorf("%w: unknown flags %#x", ErrCorrupt, f)
+	}
+	idLen := int(binary.LittleEndian.Uint16(data[8:]))
+	nParts := int(binary.LittleEndian.Uint32(data[10:]))
+	if nParts > keygroup.Count {
+		return h, nil, fmt.Errorf("%w: %d parts, more than the %d key groups", ErrCorrupt, nParts, keygroup.Count)
+	}
+	lenAt := fixedHeaderLen + idLen + 2*nParts
+	if lenAt+8+trailerLen > len(data) {
+		return h, nil, fmt.Errorf("%w: header runs past the end (%d bytes)", ErrCorrupt, len(data))
+	}
+	ipcLen := binary.LittleEndian.Uint64(data[lenAt:])
+	if want := uint64(len(data) - lenAt - 8 - trailerLen); ipcLen != want {
+		return h, nil, fmt.Errorf("%w: IPC section of %d bytes declared, %d present (truncated or trailing data)", ErrCorrupt, ipcLen, want)
+	}
+	body := data[:len(data)-trailerLen]
+	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(data[len(body):]); got != want {
+		return h, nil, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorrupt, got, want)
+	}
+	if (nParts == 0) != (ipcLen == 0) {
+		return h, nil, fmt.Errorf("%w: %d parts with %d IPC bytes", ErrCorrupt, nParts, ipcLen)
+	}
+	h.OpID = string(data[fixedHeaderLen : fixedHeaderLen+idLen])
+	h.KeyGroups = make([]int, nParts)
+	seen := [keygroup.Count]bool{}
+	for i := range h.KeyGroups {
+		kg := int(binary.LittleEndian.Uint16(data[fixedHeaderLen+idLen+2*i:]))
+		if kg >= keygroup.Count || seen[kg] {
+			return h, nil, fmt.Errorf("%w: key group %d out of range or repeated", ErrCorrupt, kg)
+		}
+		seen[kg] = true
+		h.KeyGroups[i] = kg
+	}
+	h.IPCBytes = int(ipcLen)
+	return h, data[lenAt+8 : len(body)], nil
+}
+
+// Decode decodes a blob written by Encode: exactly one key-group state. The
+// batch is allocated from alloc and the caller releases it.
+func Decode(data []byte, alloc memory.Allocator) (opID string, part operator.KeyGroupState, err error) {
+	opID, parts, err := DecodeAll(data, alloc)
+	if err != nil {
+		return "", part, err
+	}
+	if len(parts) != 1 {
+		operator.ReleaseStates(parts)
+		return "", part, fmt.Errorf("state of %s holds %d key groups, want exactly 1", opID, len(parts))
+	}
+	return opID, parts[0], nil
+}
+
+// DecodeAll decodes a blob written by EncodeAll. Batches are copied into
+// memory from alloc (one allocation for the whole blob, never larger than
+// data), so data may be reused afterwards; the caller releases them
+// (operator.ReleaseStates). Any damage to data yields an error that wraps
+// ErrCorrupt and no batches.
+func DecodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operator.KeyGroupState, err error) {
+	return decodeAll(data, alloc)
+}
+
+// DecodeAllShared is DecodeAll without the copy: the batches point into
+// data, which must stay unmodified until they are released. It suits the
+// restore path, where Restore copies the state into the operator and the
+// batches are released right after; it skips allocating, clearing and
+// copying the whole state once more.
+func DecodeAllShared(data []byte) (opID string, parts []operator.KeyGroupState, err error) {
+	return decodeAll(data, nil)
+}
+
+// decodeAll decodes data, copying the IPC section into memory from alloc
+// first unless alloc is nil. It parses the IPC messages itself rather than
+// with ipc.NewReader, which allocates whatever body length a message
+// declares before reading it: one damaged length field would ask for
+// gigabytes.
+func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operator.KeyGroupState, err error) {
+	h, body, err := parse(data)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(h.KeyGroups) == 0 {
+		return h.OpID, nil, nil
+	}
+	defer func() {
+		// The checksum matched, so this is a writer bug or a checksum
+		// collision; either way report it rather than crash the worker.
+		if r := recover(); r != nil {
+			operator.ReleaseStates(parts)
+			opID, parts, err = "", nil, fmt.Errorf("%w: decoding state of %s: %v", ErrCorrupt, h.OpID, r)
+		}
+	}()
+	msgs := &messages{data: body}
+	if alloc != nil {
+		msgs.parent = memory.NewResizableBuffer(alloc)
+		defer msgs.parent.Release() // the batches hold their own references
+		msgs.parent.Resize(len(body))
+		msgs.data = msgs.parent.Bytes()
+		copy(msgs.data, body)
+	}
+	rd, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: state of %s: %v", ErrCorrupt, h.OpID, err)
+	}
+	defer rd.Release()
+	parts = make([]operator.KeyGroupState, 0, len(h.KeyGroups))
+	for rd.Next() {
+		if len(parts) == len(h.KeyGroups) {
+			operator.ReleaseStates(parts)
+			return "", nil, fmt.Errorf("%w: state of %s holds more batches than its %d key groups", ErrCorrupt, h.OpID, len(h.KeyGroups))
+		}
+		b := rd.RecordBatch()
+		b.Retain()
+		parts = append(parts, operator.KeyGroupState{KeyGroup: h.KeyGroups[len(parts)], Batch: b})
+	}
+	if err := rd.Err(); err != nil || len(parts) != len(h.KeyGroups) {
+		operator.ReleaseStates(parts)
+		return "", nil, fmt.Errorf("%w: state of %s: %d of %d batches read: %v", ErrCorrupt, h.OpID, len(parts), len(h.KeyGroups), err)
+	}
+	return h.OpID, parts, nil
+}
+
+// messages reads IPC stream messages out of a byte slice without copying:
+// metadata and body buffers are views of data, reference counted through
+// parent when data is parent's memory.
+type messages struct {
+	data   []byte
+	parent *memory.Buffer
+	off    int
+	msg    *ipc.Message
+}
+
+// ipcContinuation starts every message of the IPC stream format.
+const ipcContinuation = 0xFFFFFFFF
+
+// view returns data[off:off+n] as a buffer; the caller releases it.
+func (r *messages) view(off, n int) *memory.Buffer {
+	if r.parent == nil {
+		return memory.NewBufferBytes(r.data[off : off+n]) // not reference counted
+	}
+	return memory.SliceBuffer(r.parent, off, n)
+}
+
+func (r *messages) Message() (*ipc.Message, error) {
+	if r.msg != nil {
+		r.msg.Release()
+		r.msg = nil
+	}
+	rest := r.data[r.off:]
+	if len(rest) < 8 || binary.LittleEndian.Uint32(rest) != ipcContinuation {
+		return nil, errors.New("arrow/ipc: missing message header")
+	}
+	metaLen := int64(int32(binary.LittleEndian.Uint32(rest[4:])))
+	if metaLen == 0 {
+		return nil, io.EOF // end-of-stream marker
+	}
+	if metaLen < 0 || metaLen > int64(len(rest)-8) {
+		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes, %d left", metaLen, len(rest)-8)
+	}
+	meta := r.view(r.off+8, int(metaLen))
+	defer meta.Release()
+	// The body length is in the metadata; a message without body reads it.
+	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	bodyLen := probe.BodyLen()
+	probe.Release()
+	bodyOff := r.off + 8 + int(metaLen)
+	if bodyLen < 0 || bodyLen > int64(len(r.data)-bodyOff) {
+		return nil, fmt.Errorf("arrow/ipc: message body of %d bytes, %d left", bodyLen, len(r.data)-bodyOff)
+	}
+	body := r.view(bodyOff, int(bodyLen))
+	defer body.Release()
+	r.msg = ipc.NewMessage(meta, body)
+	r.off = bodyOff + int(bodyLen)
+	return r.msg, nil
+}
+
+func (r *messages) Retain() {}
+
+func (r *messages) Release() {
+	if r.msg != nil {
+		r.msg.Release()
+		r.msg = nil
+	}
+}
