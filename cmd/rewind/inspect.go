@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -22,6 +24,19 @@ func newInspectCmd() *cobra.Command {
 		Short: "List the objects in a storage location, with sizes, and verify their checksums",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := storage.CheckURL(url); err != nil {
+				return usageError{err}
+			}
+			// Inspecting must not create the directory it was asked about.
+			if !strings.HasPrefix(strings.ToLower(url), "s3://") {
+				dir := url
+				if strings.HasPrefix(strings.ToLower(dir), "file://") {
+					dir = dir[len("file://"):]
+				}
+				if _, err := os.Stat(dir); err != nil {
+					return usagef("invalid --storage %s: %v", url, err)
+				}
+			}
 			st, err := storage.Open(cmd.Context(), url, storage.Options{Endpoint: endpoint})
 			if err != nil {
 				return err

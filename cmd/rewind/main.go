@@ -58,8 +58,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (code
 	var ue usageError
 	var ni run.ErrNotImplemented
 	var ie run.InputError
+	var ob run.OutputBusyError
 	switch {
-	case errors.As(err, &ue), errors.As(err, &ie), isCobraUsage(err):
+	case errors.As(err, &ue), errors.As(err, &ie), errors.As(err, &ob), isCobraUsage(err):
 		return exitUsage
 	case errors.As(err, &ni):
 		return exitFailure

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
@@ -82,11 +85,17 @@ func TestRunKeyedCountReferenceEqualsIndependentCount(t *testing.T) {
 			if err := json.Unmarshal([]byte(lastLine(stdout)), &s); err != nil {
 				t.Fatalf("last stdout line is not one JSON object: %v\n%s", err, stdout)
 			}
-			for _, field := range []string{"job", "executor", "barriers", "sink_mode", "records_in", "rows_out",
-				"sink_duplicate_rows", "lost_records", "crashes", "recoveries", "checkpoints", "latency_ms",
-				"throughput_rps", "wall_ms"} {
+			// Every field of run.Summary, so a new field cannot go unchecked.
+			summaryType := reflect.TypeOf(run.Summary{})
+			for i := range summaryType.NumField() {
+				field, _, _ := strings.Cut(summaryType.Field(i).Tag.Get("json"), ",")
 				if _, ok := s[field]; !ok {
 					t.Errorf("summary lacks %q: %s", field, lastLine(stdout))
+				}
+			}
+			for _, field := range []string{"barriers", "checkpoints", "latency_ms"} {
+				if s[field] != nil {
+					t.Errorf("reference summary: %s = %v, want null (not measured)", field, s[field])
 				}
 			}
 			if s["records_in"] != float64(100000) || s["sink_duplicate_rows"] != float64(0) || s["executor"] != "reference" {
@@ -199,6 +208,9 @@ func TestEveryExecutorMatchesTheReference(t *testing.T) {
 				if err := json.Unmarshal([]byte(lastLine(stdout)), &s); err != nil {
 					t.Fatalf("%s on %s: summary is not JSON: %v", jobName, exec, err)
 				}
+				if st.ConflictingRows != 0 || s["sink_conflicting_rows"] != float64(0) {
+					t.Errorf("%s on %s/%s: %d conflicting rows", jobName, exec, mode, st.ConflictingRows)
+				}
 				if s["sink_duplicate_rows"] != float64(st.DuplicateRows) || (mode != "append" && st.DuplicateRows != 0) {
 					t.Errorf("%s on %s/%s: summary says %v duplicates, the directory holds %d", jobName, exec, mode, s["sink_duplicate_rows"], st.DuplicateRows)
 				}
@@ -218,5 +230,41 @@ func TestNonEmptyOutputNeedsOverwrite(t *testing.T) {
 	}
 	if code, _, stderr := rewind(t, append(args, "--overwrite")...); code != 0 {
 		t.Fatalf("with --overwrite: exit %d: %s", code, stderr)
+	}
+}
+
+func TestBadStorageAndInputsAreClearErrorsNotPanics(t *testing.T) {
+	dir := t.TempDir()
+	aFile := filepath.Join(dir, "afile")
+	if err := os.WriteFile(aFile, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badCSV := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(badCSV, []byte("id,key,value\n1,2,3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := func() string { return filepath.Join(t.TempDir(), "o") }
+	cases := []struct {
+		args   []string
+		code   int
+		phrase string
+	}{
+		{[]string{"run", "--executor", "microbatch", "--storage", "s3://b/p", "--s3-endpoint", "http://127.0.0.1:1", "--output", out()}, exitFailure, "127.0.0.1:1"},
+		{[]string{"run", "--executor", "microbatch", "--storage", "s3://", "--output", out()}, exitUsage, "no bucket"},
+		{[]string{"run", "--storage", "ftp://x", "--output", out()}, exitUsage, "unsupported scheme"},
+		{[]string{"run", "--executor", "diskphase", "--storage", aFile, "--output", out()}, exitUsage, "not a directory"},
+		{[]string{"run", "--input", "gen:records=0", "--output", out()}, exitUsage, "bounded"},
+		{[]string{"run", "--input", "file:" + badCSV, "--output", out()}, exitUsage, "header"},
+		{[]string{"run", "--input", "file:" + filepath.Join(dir, "missing.csv"), "--output", out()}, exitUsage, "missing.csv"},
+		{[]string{"inspect", "--storage", filepath.Join(dir, "nope", "deeper")}, exitUsage, "no such file"},
+	}
+	for _, c := range cases {
+		code, _, stderr := rewind(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.phrase) || strings.Contains(stderr, "internal error") {
+			t.Errorf("rewind %s: exit %d, stderr %q; want exit %d and a message containing %q", strings.Join(c.args, " "), code, stderr, c.code, c.phrase)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nope")); err == nil {
+		t.Error("rewind inspect created the directory it was asked to inspect")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/diskphase"
 	"github.com/rewind-engine/rewind/microbatch"
 	"github.com/rewind-engine/rewind/recordwise"
@@ -82,7 +83,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
 	fl.StringVar(&f.outputFormat, "output-format", "parquet", "output file format: parquet, csv")
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
-	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR or s3://bucket/prefix")
+	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
 	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")
 	fl.IntVar(&f.parallelism, "parallelism", 2, "subtasks per stage (1..128)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Second, "recordwise: time between recovery points")
@@ -161,6 +162,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.progress != "" && f.progress != "json" {
 		return cfg, nil, usagef("invalid --progress %q: allowed is json", f.progress)
 	}
+	if err := storage.CheckURL(f.storage); err != nil {
+		return cfg, nil, usageError{fmt.Errorf("invalid --storage: %w", err)}
+	}
 	if f.output == "" {
 		return cfg, nil, usagef("invalid --output: must name a directory")
 	}
@@ -233,20 +237,8 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if f.progress == "json" {
 		cfg.Progress = stderr
 	}
-	inUse, err := run.OutputInUse(cfg.Output)
-	if err != nil {
-		return err
-	}
-	if inUse {
-		if !f.overwrite {
-			return usagef("output directory %s is not empty: choose another --output or pass --overwrite to clear it", cfg.Output)
-		}
-		if err := run.ClearOutput(cfg.Output); err != nil {
-			return fmt.Errorf("clearing output directory %s: %w", cfg.Output, err)
-		}
-	}
 	ctx := cmd.Context()
-	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference")
+	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference", f.overwrite)
 	if err != nil {
 		return err
 	}

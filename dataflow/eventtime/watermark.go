@@ -17,6 +17,10 @@ import (
 )
 
 // Tracker tracks the greatest event time per partition.
+//
+// Order matters to the caller: observe a batch, deliver all of its rows to
+// the operators, and only then advance them to the new Watermark. Advancing
+// first would make rows of that same batch late.
 type Tracker struct {
 	maxTS       []int64
 	done        []bool
@@ -72,6 +76,11 @@ func (t *Tracker) Watermark() int64 {
 	}
 	if wm == operator.EndOfTime {
 		return wm
+	}
+	if wm < operator.NoWatermark+t.maxDisorder {
+		// Saturate: event times near the int64 minimum must not wrap round
+		// to a watermark in the far future.
+		return operator.NoWatermark
 	}
 	return wm - t.maxDisorder
 }

@@ -37,3 +37,11 @@ func TestWatermarkIsMinOfMaxMinusDisorder(t *testing.T) {
 		t.Fatal("restore into a tracker with another partition count must fail")
 	}
 }
+
+func TestWatermarkSaturatesInsteadOfWrapping(t *testing.T) {
+	tr := NewTracker(1, 10)
+	tr.ObserveTS(0, operator.NoWatermark+3)
+	if got := tr.Watermark(); got != operator.NoWatermark {
+		t.Fatalf("watermark %d, want NoWatermark (not a wrapped-around value)", got)
+	}
+}

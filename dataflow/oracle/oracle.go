@@ -93,6 +93,10 @@ func evaluate(ctx context.Context, j *job.Job, sources map[string]source.Source,
 			if !ok {
 				return fmt.Errorf("job %s needs input %q, which was not given", j.Name, st.Input)
 			}
+			if !src.Bounded() {
+				return run.InputError{Input: st.Input, Err: fmt.Errorf(
+					"the reference executor needs a bounded input, and %s is endless (give it records=N)", src.Spec())}
+			}
 			bs, n, err := readAll(ctx, src, alloc)
 			if err != nil {
 				return fmt.Errorf("reading input %s: %w", st.Input, err)
@@ -122,9 +126,6 @@ func evaluate(ctx context.Context, j *job.Job, sources map[string]source.Source,
 }
 
 func readAll(ctx context.Context, src source.Source, alloc memory.Allocator) ([]arrow.RecordBatch, int64, error) {
-	if !src.Bounded() {
-		return nil, 0, fmt.Errorf("the reference executor needs a bounded input, and %s is endless (give it records=N)", src.Spec())
-	}
 	var out []arrow.RecordBatch
 	var n int64
 	for i, name := range src.Partitions() {
@@ -247,6 +248,6 @@ func (Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 		RowsOut:       rowsOut,
 		LateRows:      res.LateRows,
 		WallMs:        float64(wall.Microseconds()) / 1000,
-		ThroughputRPS: float64(res.RecordsIn) / wall.Seconds(),
+		ThroughputRPS: run.Rate(res.RecordsIn, wall),
 	}, nil
 }

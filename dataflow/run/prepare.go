@@ -109,9 +109,19 @@ type InputError struct {
 func (e InputError) Error() string { return fmt.Sprintf("invalid --input %s: %v", e.Input, e.Err) }
 func (e InputError) Unwrap() error { return e.Err }
 
-// Prepare builds the job, opens its sources and sink, and (when withStore)
-// the durable storage. On error everything opened so far is closed.
-func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.Logger, withStore bool) (*Env, error) {
+// OutputBusyError is an output directory that already holds files when
+// --overwrite was not given.
+type OutputBusyError struct{ Dir string }
+
+func (e OutputBusyError) Error() string {
+	return fmt.Sprintf("output directory %s is not empty: choose another --output or pass --overwrite to clear it", e.Dir)
+}
+
+// Prepare builds the job, opens its sources, checks and (with overwrite)
+// clears the output directory, opens the sink and (when withStore) the
+// durable storage. Inputs are opened first so a bad --input is reported
+// before anything is written. On error everything opened so far is closed.
+func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.Logger, withStore, overwrite bool) (*Env, error) {
 	j, err := job.Build(cfg.Job, cfg.Params)
 	if err != nil {
 		return nil, err
@@ -135,6 +145,22 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 			return nil, InputError{Input: n, Err: err}
 		}
 		env.Sources[n] = src
+		if ps, ok := src.(*source.PushSource); ok && log != nil {
+			// A pusher needs the address, and port 0 picks one at random.
+			log.Warn("push source waiting for records", "input", n, "address", ps.Addr())
+		}
+	}
+	inUse, err := OutputInUse(cfg.Output)
+	if err != nil {
+		return nil, err
+	}
+	if inUse {
+		if !overwrite {
+			return nil, OutputBusyError{Dir: cfg.Output}
+		}
+		if err := ClearOutput(cfg.Output); err != nil {
+			return nil, fmt.Errorf("clearing output directory %s: %w", cfg.Output, err)
+		}
 	}
 	if env.Sink, err = sink.Open(cfg.Output, cfg.SinkMode, cfg.OutputFormat, j.Output, alloc); err != nil {
 		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
@@ -159,6 +185,10 @@ func Finish(env *Env, s *Summary) error {
 		return fmt.Errorf("reading back output: %w", err)
 	}
 	s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows = st.VisibleRows, int64(len(table.Rows)), st.DuplicateRows
+	s.SinkConflictingRows = st.ConflictingRows
+	if st.ConflictingRows > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d visible rows share write key and _version with a different row: replay was not deterministic", st.ConflictingRows))
+	}
 	if s.LostRecords > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("a forgetful source lost %d records in crashes: the result is incomplete, not exactly-once", s.LostRecords))
 	}

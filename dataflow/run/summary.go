@@ -34,6 +34,10 @@ type Summary struct {
 	// SinkDuplicateRows is the number of extra copies of (write key,
 	// _version) among visible rows.
 	SinkDuplicateRows int64 `json:"sink_duplicate_rows"`
+	// SinkConflictingRows counts visible rows sharing write key and
+	// _version with another row but not its values: a sign of
+	// non-determinism in replay, which a correct executor never shows.
+	SinkConflictingRows int64 `json:"sink_conflicting_rows"`
 	// LostRecords is what a forgetful source could not give back after a
 	// crash. Non-zero means the result is knowingly incomplete.
 	LostRecords int64 `json:"lost_records"`
@@ -115,6 +119,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 	return err
 }
 
+// Rate is n per second over d, or 0 when d is not positive (a zero wall
+// time would otherwise give an infinity that JSON cannot encode).
+func Rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
 // LatencyRecorder collects end-to-end latencies in an HDR histogram
 // (microsecond resolution, up to one hour).
 type LatencyRecorder struct{ h *hdrhistogram.Histogram }
@@ -130,7 +143,10 @@ func (r *LatencyRecorder) Record(d time.Duration, n int64) {
 	if us < 1 {
 		us = 1
 	}
-	_ = r.h.RecordValues(us, n) // values beyond an hour are clamped by the caller's reality
+	if us > r.h.HighestTrackableValue() {
+		us = r.h.HighestTrackableValue() // an hour or more is reported as an hour
+	}
+	_ = r.h.RecordValues(us, n) // cannot fail: us is within the histogram's range
 }
 
 // Latency returns the percentiles, or nil when nothing was recorded.

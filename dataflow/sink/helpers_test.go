@@ -36,21 +36,21 @@ func testLayout() Layout {
 var formats = []Format{Parquet, CSV}
 
 // newRand returns a seeded generator. The seed is random unless
-// REWIND_SINK_SEED is set, and is logged when the test fails so a failure
+// REWIND_TEST_SEED is set, and is logged when the test fails so a failure
 // can be replayed.
 func newRand(t testing.TB) (*rand.Rand, uint64) {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("REWIND_SINK_SEED"); s != "" {
+	if s := os.Getenv("REWIND_TEST_SEED"); s != "" {
 		v, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			t.Fatalf("REWIND_SINK_SEED=%q: %v", s, err)
+			t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
 		}
 		seed = v
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("seed %d (rerun with REWIND_SINK_SEED=%d)", seed, seed)
+			t.Logf("seed %d (rerun with REWIND_TEST_SEED=%d)", seed, seed)
 		}
 	})
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed

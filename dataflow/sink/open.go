@@ -26,7 +26,7 @@ import (
 //   - idempotent: the bbolt store _idempotent.db, and after Finish its
 //     export part-idempotent.<ext>;
 //   - transactional: _staging/e<epoch>-s<subtask>-a<attempt>-p<part>.<ext>
-//     until committed, then part-e<epoch>-s<subtask>-a<attempt>-p<part>.<ext>.
+//     until committed, then part-e<epoch>-s<subtask>-p<part>.<ext> (no attempt: a re-delivered epoch replaces).
 //
 // Files being written start with ".tmp-" and are never visible.
 func Open(dir string, mode Mode, format Format, layout Layout, alloc memory.Allocator) (Sink, error) {

@@ -89,7 +89,10 @@ type Sink interface {
 	// is idempotent and safe to repeat after a crash mid-commit. Visible
 	// names depend on (epoch, subtask, part) but not on the attempt, so an
 	// epoch re-delivered by a later attempt replaces what an earlier attempt
-	// published rather than adding to it. No-op for the other modes.
+	// published rather than adding to it. This relies on a contract the
+	// executors keep: a re-delivery of (epoch, subtask) flushes the same
+	// number of parts as the delivery it replaces (every executor flushes
+	// each epoch once per subtask). No-op for the other modes.
 	Commit(epoch int64) error
 	// Recover is called when a run resumes from a state that covers epochs
 	// <= complete: staged epochs <= complete are committed, newer staged

@@ -22,10 +22,16 @@ type Table struct {
 type Stats struct {
 	Files       int   // visible data files read
 	VisibleRows int64 // rows in visible files
-	// DuplicateRows counts the extra copies: a visible row whose write key
-	// and _version equal those of another visible row counts once for every
-	// copy beyond the first.
+	// DuplicateRows counts the extra copies: a visible row equal to another
+	// visible row (same write key, same _version, same values) counts once
+	// for every copy beyond the first.
 	DuplicateRows int64
+	// ConflictingRows counts visible rows that share write key and _version
+	// with another visible row but differ in some other column. Replays of a
+	// deterministic job never produce them; resolution keeps the greatest
+	// row so the outcome does not depend on file order, and the summary
+	// reports them.
+	ConflictingRows int64
 }
 
 // ResolveRows keeps, for each write key, the row with the greatest _version
@@ -50,7 +56,7 @@ func ResolveRows(layout Layout, cols []string, rows [][]int64) (*Table, Stats, e
 	}
 	var st Stats
 	st.VisibleRows = int64(len(rows))
-	seen := make(map[rk]struct{}, len(rows))
+	seen := make(map[rk][]int64, len(rows))
 	best := make(map[string][]int64, len(rows))
 	kb := make([]byte, 8*len(keyIdx))
 	for _, r := range rows {
@@ -58,12 +64,14 @@ func ResolveRows(layout Layout, cols []string, rows [][]int64) (*Table, Stats, e
 			binary.LittleEndian.PutUint64(kb[8*j:], uint64(r[i]))
 		}
 		k := string(kb)
-		if _, dup := seen[rk{k, r[ver]}]; dup {
+		if first, dup := seen[rk{k, r[ver]}]; !dup {
+			seen[rk{k, r[ver]}] = r
+		} else if slices.Equal(first, r) {
 			st.DuplicateRows++
 		} else {
-			seen[rk{k, r[ver]}] = struct{}{}
+			st.ConflictingRows++
 		}
-		if cur, ok := best[k]; !ok || r[ver] > cur[ver] {
+		if cur, ok := best[k]; !ok || r[ver] > cur[ver] || (r[ver] == cur[ver] && slices.Compare(r, cur) > 0) {
 			best[k] = r
 		}
 	}

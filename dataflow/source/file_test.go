@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pqfile "github.com/apache/arrow-go/v18/parquet"
@@ -145,8 +144,7 @@ func checkSuffixes(t *testing.T, seed int64, rng *rand.Rand, src Source, mem mem
 }
 
 func TestFileCSV(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed=%d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -163,8 +161,7 @@ func TestFileCSV(t *testing.T) {
 }
 
 func TestFileParquet(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed=%d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 3))
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -183,8 +180,7 @@ func TestFileParquet(t *testing.T) {
 }
 
 func TestFileDir(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed=%d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 4))
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)

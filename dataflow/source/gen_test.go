@@ -121,8 +121,7 @@ func TestGenDeterminism(t *testing.T) {
 }
 
 func TestGenSuffixAndShape(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed=%d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
@@ -487,8 +486,7 @@ func cpuTime() time.Duration {
 // TestZipfGuide checks the guide-table lookup against a plain binary search
 // over the thresholds, at the edges of the range and at random draws.
 func TestZipfGuide(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed=%d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	for _, k := range []int64{2, 3, 7, 64, 1000, 65537} {
 		for _, z := range []float64{0.3, 1, 2.5} {

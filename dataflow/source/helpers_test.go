@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,4 +150,22 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 
 func (c *fakeClock) options(seed int64) Options {
 	return Options{DefaultSeed: seed, Now: c.Now, Sleep: c.Sleep}
+}
+
+// testSeed returns the seed of a randomised test: REWIND_TEST_SEED when set
+// (to replay a failure), otherwise a fresh one. It is always logged, and the
+// log of a failing test is printed, so every failure names the seed that
+// replays it.
+func testSeed(t testing.TB) int64 {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("REWIND_TEST_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed=%d (replay with REWIND_TEST_SEED=%d)", seed, seed)
+	return seed
 }

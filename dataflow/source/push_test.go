@@ -138,8 +138,7 @@ func TestPushGenerated(t *testing.T) {
 // plus the records reported lost equal the records pushed, and the lost ones
 // are exactly the ids missing from the state.
 func TestPushCrashTotal(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed=%d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(uint64(seed), 5))
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -75,14 +77,71 @@ func Open(ctx context.Context, url string, opts Options) (Store, error) {
 		if p == "" {
 			return nil, fmt.Errorf("storage: open %q: no directory after file://; accepted forms: %s", url, acceptedForms)
 		}
-		return openLocal(p)
+		return local(openLocal(p))
 	case strings.HasPrefix(lower, "s3://"):
-		return openS3(ctx, url, opts)
+		st, err := openS3(ctx, url, opts)
+		if err != nil {
+			// A nil *s3Store in a Store interface is not nil: never return one.
+			return nil, err
+		}
+		return st, nil
 	case strings.Contains(url, "://"):
 		return nil, fmt.Errorf("storage: open %q: unsupported scheme; accepted forms: %s", url, acceptedForms)
 	default:
-		return openLocal(url)
+		return local(openLocal(url))
 	}
+}
+
+// local converts openLocal's result without wrapping a nil pointer in a
+// non-nil Store.
+func local(st *localStore, err error) (Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// CheckURL reports whether url is a storage location Open accepts, without
+// connecting or creating anything, so a command can reject a mistyped
+// --storage before it starts work (and even when it never opens storage).
+func CheckURL(url string) error {
+	lower := strings.ToLower(url)
+	switch {
+	case strings.TrimSpace(url) == "":
+		return fmt.Errorf("empty storage location; accepted forms: %s", acceptedForms)
+	case strings.HasPrefix(lower, "file://"):
+		if url[len("file://"):] == "" {
+			return fmt.Errorf("storage %q: no directory after file://; accepted forms: %s", url, acceptedForms)
+		}
+		return checkLocalDir(url[len("file://"):])
+	case strings.HasPrefix(lower, "s3://"):
+		u, err := neturl.Parse(url)
+		if err != nil {
+			return fmt.Errorf("storage %q: %w; accepted forms: %s", url, err, acceptedForms)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("storage %q: no bucket; expected s3://bucket[/prefix]", url)
+		}
+		if prefix := strings.Trim(u.Path, "/"); prefix != "" {
+			if err := validName(prefix); err != nil {
+				return fmt.Errorf("storage %q: bad prefix: %w", url, err)
+			}
+		}
+		return nil
+	case strings.Contains(url, "://"):
+		return fmt.Errorf("storage %q: unsupported scheme; accepted forms: %s", url, acceptedForms)
+	}
+	return checkLocalDir(url)
+}
+
+// checkLocalDir accepts a directory or a path that does not exist yet, and
+// rejects anything else (a regular file, say).
+func checkLocalDir(path string) error {
+	fi, err := os.Stat(path)
+	if err == nil && !fi.IsDir() {
+		return fmt.Errorf("storage %q: exists and is not a directory", path)
+	}
+	return nil
 }
 
 // tmpPrefix starts the name of every file that is still being written.
