@@ -516,7 +516,7 @@ func TestEndlessInputStopsOnCancel(t *testing.T) {
 		Output: filepath.Join(fastDir(t), "out"), OutputFormat: sink.Parquet, SinkMode: sink.Transactional,
 		Storage: "file://" + fastDir(t), Parallelism: 2, JobRecords: 400}
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	env, err := run.Prepare(ctx, cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true)
+	env, err := run.Prepare(ctx, cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
 	if err != nil {
 		t.Fatal(err)
 	}

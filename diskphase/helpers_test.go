@@ -132,7 +132,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 		alloc = memory.NewGoAllocator()
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	env, err := run.Prepare(ctx, cfg, alloc, log, true)
+	env, err := run.Prepare(ctx, cfg, alloc, log, true, run.OutputResume)
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}

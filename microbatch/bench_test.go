@@ -135,7 +135,7 @@ func BenchmarkKeyedCount(b *testing.B) {
 							OutputFormat: sink.Parquet, SinkMode: sink.Append, Storage: "file://" + dir(), Parallelism: 2,
 							Trigger: trigger, Seed: 1}
 						ctx := context.Background()
-						env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), slog.New(slog.NewTextHandler(io.Discard, nil)), true)
+						env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -137,7 +137,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	cfg := sc.config(t)
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	env, err := run.Prepare(ctx, cfg, alloc, log, true)
+	env, err := run.Prepare(ctx, cfg, alloc, log, true, run.OutputResume)
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}

@@ -2,24 +2,240 @@ package recordwise
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+	"github.com/rewind-engine/rewind/recordwise/barrier"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
-// Executor is the recordwise executor. Until issue #4 lands it refuses to run
-// rather than pretend: the CLI reports that it is not implemented yet.
-type Executor struct{}
+// Defaults of the settings the CLI does not expose. They are variables so
+// tests and embedding programs can change them.
+var (
+	// DefaultBufferRows is the capacity of a network buffer in rows: a
+	// buffer is flushed into its channel when full or after
+	// --buffer-timeout.
+	DefaultBufferRows = 1024
+	// DefaultChannelBuffers is how many buffers one channel holds before
+	// its producer is backpressured.
+	DefaultChannelBuffers = 4
+	// DefaultReadRows is the row limit of one source read.
+	DefaultReadRows = 1024
+)
+
+// Options are the recordwise settings beyond run.Config. The zero value
+// uses the defaults above.
+type Options struct {
+	// RunID names the run's namespace in storage. Empty: a new unique id,
+	// so every run starts fresh.
+	RunID string
+	// BufferRows, ChannelBuffers and ReadRows override the defaults.
+	BufferRows     int
+	ChannelBuffers int
+	ReadRows       int
+	// NoPeriodicCheckpoints turns the checkpoint ticker off: only the
+	// final checkpoint of a bounded run is taken (benchmarks compare it
+	// with checkpointing on).
+	NoPeriodicCheckpoints bool
+	// SinkTaskRate, when positive, throttles every task that writes to the
+	// sink to this many input rows per second, modelling a slow
+	// destination: it backpressures the whole job.
+	SinkTaskRate float64
+
+	hooks testHooks
+}
+
+// testHooks are knobs only this package's tests set.
+type testHooks struct {
+	// channelDelay delays every item of the channel from (chain, subtask)
+	// to (chain, subtask) by the returned duration: a slow link.
+	channelDelay func(fromChain string, fromSub int, toChain string, toSub int) time.Duration
+	// onRestore sees what storage held and what was chosen at every start,
+	// before anything is read.
+	onRestore func(storage.Store, string, checkpoint.Listing, checkpoint.RestorePlan)
+}
+
+type options struct {
+	bufferRows     int
+	channelBuffers int
+	readRows       int
+	noPeriodic     bool
+	sinkTaskRate   float64
+	hooks          testHooks
+}
+
+func (o Options) resolve() (*options, error) {
+	r := &options{bufferRows: o.BufferRows, channelBuffers: o.ChannelBuffers, readRows: o.ReadRows,
+		noPeriodic: o.NoPeriodicCheckpoints, sinkTaskRate: o.SinkTaskRate, hooks: o.hooks}
+	if r.bufferRows == 0 {
+		r.bufferRows = DefaultBufferRows
+	}
+	if r.channelBuffers == 0 {
+		r.channelBuffers = DefaultChannelBuffers
+	}
+	if r.readRows == 0 {
+		r.readRows = DefaultReadRows
+	}
+	if r.bufferRows < 1 || r.channelBuffers < 1 || r.readRows < 1 || r.sinkTaskRate < 0 {
+		return nil, fmt.Errorf("buffer rows, channel buffers and read rows must be positive, the sink rate not negative")
+	}
+	return r, nil
+}
+
+// Executor is the recordwise executor. The zero value uses the defaults.
+type Executor struct {
+	Options
+}
 
 // Name implements run.Executor.
 func (Executor) Name() string { return "recordwise" }
 
 // FailPoints implements run.Executor.
-func (Executor) FailPoints() []string { return nil }
+func (Executor) FailPoints() []string { return append([]string(nil), failPoints...) }
 
-// Workers implements run.Executor.
+// Workers implements run.Executor: worker w runs subtask w of every stage.
 func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
 
+// NewRunID returns a fresh run id: a UTC timestamp and random hex.
+func NewRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
 // Run implements run.Executor.
-func (Executor) Run(context.Context, *run.Env) (*run.Summary, error) {
-	return nil, run.ErrNotImplemented{Executor: "recordwise", Issue: "issue #4"}
+func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+	s, _, err := e.RunReport(ctx, env)
+	return s, err
+}
+
+// maxRestarts bounds restarts: every injected fault fires once, so only a
+// bug could need more.
+const maxRestarts = 1000
+
+// RunReport is Run that also returns the checkpoint history and the
+// restarts. It plays the part of the cluster manager: it starts an
+// incarnation of the job, and when a worker or the coordinator of that
+// incarnation dies it waits --detect-delay (the modelled heartbeat timeout),
+// tears every task down and starts a brand-new incarnation from durable
+// storage, re-opened sources and the sink's own recovery alone.
+func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *Report, error) {
+	if env.Store == nil {
+		return nil, nil, errNoStore
+	}
+	cfg := env.Config
+	opts, err := e.Options.resolve()
+	if err != nil {
+		return nil, nil, fmt.Errorf("recordwise: %w", err)
+	}
+	barriers := cfg.Barriers
+	if barriers == "" {
+		barriers = "aligned"
+	}
+	mode, err := barrier.ParseMode(barriers, cfg.AlignmentTimeout)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recordwise: %w", err)
+	}
+	if cfg.CheckpointInterval <= 0 && !opts.noPeriodic {
+		return nil, nil, fmt.Errorf("recordwise: checkpoint interval must be positive, got %s", cfg.CheckpointInterval)
+	}
+	pl, err := buildPlan(env.Job, cfg.Parallelism)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recordwise: %w", err)
+	}
+	runID := e.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
+	if !validName(runID) {
+		return nil, nil, fmt.Errorf("recordwise: run id %q: use letters, digits, '.', '_' and '-' only", runID)
+	}
+	sh := &shared{env: env, opts: opts, plan: pl, mode: mode, runID: runID,
+		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress)}
+	start := time.Now()
+	finish := func() (*run.Summary, *Report) {
+		s, rep := sh.obs.summary(time.Since(start))
+		return s, &rep
+	}
+	var pending *recovery
+	for attempt := 0; ; attempt++ {
+		if attempt > maxRestarts {
+			return nil, nil, fmt.Errorf("recordwise: gave up after %d restarts", maxRestarts)
+		}
+		if ctx.Err() != nil {
+			s, rep := finish()
+			s.Notes = append(s.Notes, "stopped before the end of the input")
+			return s, rep, nil
+		}
+		inc, err := newIncarnation(ctx, sh, attempt)
+		if err != nil {
+			if cr, ok := fault.AsCrash(err); ok {
+				at := time.Now()
+				detected := sh.detect(ctx, at)
+				pending = sh.obs.crash(fmt.Sprintf("coordinator killed during recovery (%s)", cr.Spec), at, detected, 0)
+				continue
+			}
+			if ctx.Err() != nil {
+				s, rep := finish()
+				s.Notes = append(s.Notes, "stopped before the end of the input")
+				return s, rep, nil
+			}
+			return nil, nil, fmt.Errorf("recordwise: %w", err)
+		}
+		// The catch-up target is set before any task reads.
+		sh.obs.restarted(pending, inc.restoreInfo(), inc.restoredOffsets(), time.Now())
+		pending = nil
+		inc.start()
+		var oc outcome
+		select {
+		case <-inc.done:
+			oc = *inc.outcome
+		case <-ctx.Done():
+		}
+		switch {
+		case oc.kind == outCrash:
+			detected := sh.detect(ctx, oc.at)
+			inc.stop()
+			inProgress := inc.coord.pendingCount()
+			inc.teardown()
+			pending = sh.obs.crash(oc.cause, oc.at, detected, inProgress)
+			if env.Log != nil {
+				env.Log.Info("recordwise: restarting after a crash", "cause", oc.cause, "attempt", attempt+1)
+			}
+		case oc.kind == outError:
+			inc.stop()
+			inc.teardown()
+			return nil, nil, fmt.Errorf("recordwise: %w", oc.err)
+		case oc.kind == outDone:
+			inc.stop()
+			inc.teardown()
+			s, rep := finish()
+			return s, rep, nil
+		default: // stopped from outside
+			inc.stop()
+			inc.teardown()
+			s, rep := finish()
+			s.Notes = append(s.Notes, "stopped before the end of the input")
+			return s, rep, nil
+		}
+	}
+}
+
+// detect waits until the crash at `at` is noticed: --detect-delay models
+// the heartbeat timeout. The surviving workers keep running meanwhile.
+func (sh *shared) detect(ctx context.Context, at time.Time) time.Time {
+	if d := time.Until(at.Add(sh.env.Config.DetectDelay)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return time.Now()
 }

@@ -238,7 +238,11 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		cfg.Progress = stderr
 	}
 	ctx := cmd.Context()
-	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference", f.overwrite)
+	policy := run.OutputRequireEmpty
+	if f.overwrite {
+		policy = run.OutputOverwrite
+	}
+	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference", policy)
 	if err != nil {
 		return err
 	}

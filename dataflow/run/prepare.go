@@ -117,11 +117,25 @@ func (e OutputBusyError) Error() string {
 	return fmt.Sprintf("output directory %s is not empty: choose another --output or pass --overwrite to clear it", e.Dir)
 }
 
-// Prepare builds the job, opens its sources, checks and (with overwrite)
-// clears the output directory, opens the sink and (when withStore) the
-// durable storage. Inputs are opened first so a bad --input is reported
-// before anything is written. On error everything opened so far is closed.
-func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.Logger, withStore, overwrite bool) (*Env, error) {
+// OutputPolicy says what Prepare does with an output directory that already
+// holds files.
+type OutputPolicy int
+
+const (
+	// OutputRequireEmpty refuses a non-empty directory (the CLI's default).
+	OutputRequireEmpty OutputPolicy = iota
+	// OutputOverwrite clears it first (--overwrite).
+	OutputOverwrite
+	// OutputResume keeps it: the run continues one whose output is there
+	// (a restarted process, or a test resuming from durable storage).
+	OutputResume
+)
+
+// Prepare builds the job, opens its sources, applies the output policy,
+// opens the sink and (when withStore) the durable storage. Inputs are opened
+// first so a bad --input is reported before anything is written. On error
+// everything opened so far is closed.
+func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.Logger, withStore bool, output OutputPolicy) (*Env, error) {
 	j, err := job.Build(cfg.Job, cfg.Params)
 	if err != nil {
 		return nil, err
@@ -154,10 +168,10 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	if inUse {
-		if !overwrite {
-			return nil, OutputBusyError{Dir: cfg.Output}
-		}
+	switch {
+	case inUse && output == OutputRequireEmpty:
+		return nil, OutputBusyError{Dir: cfg.Output}
+	case inUse && output == OutputOverwrite:
 		if err := ClearOutput(cfg.Output); err != nil {
 			return nil, fmt.Errorf("clearing output directory %s: %w", cfg.Output, err)
 		}
@@ -187,7 +201,7 @@ func Finish(env *Env, s *Summary) error {
 	s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows = st.VisibleRows, int64(len(table.Rows)), st.DuplicateRows
 	s.SinkConflictingRows = st.ConflictingRows
 	if st.ConflictingRows > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d visible rows share write key and _version with a different row: replay was not deterministic", st.ConflictingRows))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d visible rows share write key and _version with a different row: a replay merged its inputs in another order (expected for append after a crash; resolution keeps the greatest row)", st.ConflictingRows))
 	}
 	if s.LostRecords > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("a forgetful source lost %d records in crashes: the result is incomplete, not exactly-once", s.LostRecords))

@@ -35,8 +35,10 @@ type Summary struct {
 	// _version) among visible rows.
 	SinkDuplicateRows int64 `json:"sink_duplicate_rows"`
 	// SinkConflictingRows counts visible rows sharing write key and
-	// _version with another row but not its values: a sign of
-	// non-determinism in replay, which a correct executor never shows.
+	// _version with another row but not its values. With an append sink a
+	// replay that merges its input channels in another order produces them
+	// (keyed-count's version 7 of a key may sum other records); with the
+	// idempotent and transactional sinks they would be a bug.
 	SinkConflictingRows int64 `json:"sink_conflicting_rows"`
 	// LostRecords is what a forgetful source could not give back after a
 	// crash. Non-zero means the result is knowingly incomplete.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // tmpPrefix starts the name of every file still being written. The leading
@@ -25,6 +26,11 @@ func isVisible(name string) bool {
 // fsyncs it, so that once it is renamed or linked into place its content is
 // already durable. It returns the file's path and size; on error nothing is
 // left behind. base only makes the temporary name readable.
+// writeBufs pools the 1 MiB write buffers: a sink writes a file per flush,
+// and allocating a fresh buffer each time was most of the garbage (and so of
+// the GC pauses) on latency-sensitive runs.
+var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
+
 func writeTemp(dir, base string, fill func(io.Writer) error) (path string, size int64, err error) {
 	f, err := os.CreateTemp(dir, tmpPrefix+base+"-*")
 	if err != nil {
@@ -37,7 +43,12 @@ func writeTemp(dir, base string, fill func(io.Writer) error) (path string, size 
 			_ = os.Remove(path)
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := writeBufs.Get().(*bufio.Writer)
+	bw.Reset(f)
+	defer func() {
+		bw.Reset(nil) // drop the file reference before pooling
+		writeBufs.Put(bw)
+	}()
 	cw := &countingWriter{w: bw}
 	if err = fill(cw); err != nil {
 		return "", 0, fmt.Errorf("writing %s: %w", path, err)

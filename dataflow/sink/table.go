@@ -27,10 +27,11 @@ type Stats struct {
 	// for every copy beyond the first.
 	DuplicateRows int64
 	// ConflictingRows counts visible rows that share write key and _version
-	// with another visible row but differ in some other column. Replays of a
-	// deterministic job never produce them; resolution keeps the greatest
-	// row so the outcome does not depend on file order, and the summary
-	// reports them.
+	// with another visible row but differ in some other column. An append
+	// sink shows them after a replay that merged its inputs in another order
+	// (an intermediate version of a key computed over other records);
+	// resolution keeps the greatest row so the outcome does not depend on
+	// file order, and the summary reports them.
 	ConflictingRows int64
 }
 

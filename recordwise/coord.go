@@ -1,0 +1,361 @@
+package recordwise
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
+)
+
+// coordLoop is the I/O loop around the pure checkpoint.Coordinator: it
+// triggers checkpoints on a ticker, turns task acknowledgements into
+// coordinator inputs, writes the metadata object, commits the sink when a
+// checkpoint completes, and deletes what the coordinator says to delete.
+// It also ends a bounded run: once every source is exhausted it triggers a
+// final checkpoint and, when that one is complete and committed, the job is
+// done.
+type coordLoop struct {
+	inc *incarnation
+	co  *checkpoint.Coordinator
+
+	wake   waker
+	mu     sync.Mutex
+	events []coordEvent
+	held   map[checkpoint.ID][]latEntry
+	timers []*time.Timer
+
+	sources  []*task
+	finished map[checkpoint.TaskID]bool
+	ended    map[checkpoint.TaskID]bool
+	final    bool          // every source is exhausted: no more periodic checkpoints
+	endSent  bool          // the sources were told to end their channels
+	drained  bool          // every task has ended: nothing is in flight
+	finalID  checkpoint.ID // the checkpoint that will end the run
+	finalErr int           // final checkpoints abandoned in a row
+	metrics  map[checkpoint.ID][]TaskCheckpointStats
+	dead     bool
+}
+
+// maxFinalAttempts bounds how often the final checkpoint is retried: with
+// nothing in flight it only fails if storage does.
+const maxFinalAttempts = 10
+
+type coordEventKind uint8
+
+const (
+	evAck coordEventKind = iota + 1
+	evDecline
+	evTimeout
+	evSourceFinished
+	evTaskEnded
+)
+
+type coordEvent struct {
+	kind   coordEventKind
+	id     checkpoint.ID
+	task   checkpoint.TaskID
+	part   checkpoint.Part
+	m      TaskCheckpointStats
+	reason string
+}
+
+func newCoordLoop(inc *incarnation, co *checkpoint.Coordinator) *coordLoop {
+	c := &coordLoop{inc: inc, co: co, wake: newWaker(), held: map[checkpoint.ID][]latEntry{},
+		finished: map[checkpoint.TaskID]bool{}, ended: map[checkpoint.TaskID]bool{}, metrics: map[checkpoint.ID][]TaskCheckpointStats{}}
+	for _, t := range inc.tasks {
+		if t.src != nil {
+			c.sources = append(c.sources, t)
+		}
+	}
+	return c
+}
+
+func (c *coordLoop) post(e coordEvent) {
+	c.mu.Lock()
+	c.events = append(c.events, e)
+	c.mu.Unlock()
+	c.wake.ring()
+}
+
+func (c *coordLoop) ack(id checkpoint.ID, task checkpoint.TaskID, part checkpoint.Part, m TaskCheckpointStats) {
+	c.post(coordEvent{kind: evAck, id: id, task: task, part: part, m: m})
+}
+
+func (c *coordLoop) decline(id checkpoint.ID, task checkpoint.TaskID, reason string) {
+	c.post(coordEvent{kind: evDecline, id: id, task: task, reason: reason})
+}
+
+func (c *coordLoop) sourceFinished(task checkpoint.TaskID) {
+	c.post(coordEvent{kind: evSourceFinished, task: task})
+}
+
+func (c *coordLoop) taskEnded(task checkpoint.TaskID) {
+	c.post(coordEvent{kind: evTaskEnded, task: task})
+}
+
+// hold registers rows a transactional sink pre-committed in epoch id: they
+// become visible when id (or a later checkpoint) is committed.
+func (c *coordLoop) hold(id checkpoint.ID, rows []latEntry) {
+	if len(rows) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.held[id] = append(c.held[id], rows...)
+	c.mu.Unlock()
+}
+
+func (c *coordLoop) stopTimers() {
+	c.mu.Lock()
+	for _, t := range c.timers {
+		t.Stop()
+	}
+	c.timers = nil
+	c.mu.Unlock()
+}
+
+func (c *coordLoop) run() {
+	defer c.inc.wg.Done()
+	ctx := c.inc.coordCtx
+	var tick <-chan time.Time
+	if !c.inc.opts.noPeriodic {
+		tk := time.NewTicker(c.inc.env.Config.CheckpointInterval)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for !c.dead {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-tick:
+			if !c.final {
+				c.trigger()
+			}
+		}
+		c.mu.Lock()
+		evs := c.events
+		c.events = nil
+		c.mu.Unlock()
+		for _, e := range evs {
+			if c.dead || ctx.Err() != nil {
+				return
+			}
+			c.handle(e)
+		}
+		if !c.dead {
+			c.maybeFinal()
+		}
+	}
+}
+
+func (c *coordLoop) handle(e coordEvent) {
+	now := time.Now()
+	switch e.kind {
+	case evAck:
+		c.metrics[e.id] = append(c.metrics[e.id], e.m)
+		c.exec(c.co.Ack(now, e.id, e.task, e.part))
+	case evDecline:
+		c.exec(c.co.Decline(now, e.id, e.task, e.reason))
+	case evTimeout:
+		c.exec(c.co.Timeout(now, e.id))
+	case evSourceFinished:
+		c.finished[e.task] = true
+		if len(c.finished) == len(c.sources) {
+			c.final = true
+		}
+	case evTaskEnded:
+		c.ended[e.task] = true
+		if len(c.ended) == len(c.inc.tasks) {
+			c.drained = true
+		}
+	}
+}
+
+// maybeFinal ends a bounded run. Once every source is exhausted and no
+// checkpoint is pending, the sources end their channels; the end travels
+// through every task behind the last records. Once every task has ended,
+// nothing is in flight anywhere, and the final checkpoint is taken: every
+// task snapshots on the coordinator's word, sinks pre-commit the last
+// epoch, and its completion commits it. It is retried if it fails.
+func (c *coordLoop) maybeFinal() {
+	if !c.final || len(c.co.Pending()) > 0 {
+		return
+	}
+	if !c.endSent {
+		c.endSent = true
+		for _, t := range c.sources {
+			t.post(ctrlMsg{kind: ctrlEnd})
+		}
+		return
+	}
+	if c.drained && c.finalID == 0 {
+		c.trigger()
+	}
+}
+
+func (c *coordLoop) trigger() {
+	if c.dead {
+		return
+	}
+	c.exec(c.co.Trigger(time.Now()))
+}
+
+func (c *coordLoop) point(name string) bool {
+	if err := c.inc.env.Faults.Point(name, coordinatorWorker); err != nil {
+		if cr, ok := fault.AsCrash(err); ok {
+			c.dead = true
+			c.inc.crash(cr, "")
+			return false
+		}
+	}
+	return true
+}
+
+func (c *coordLoop) fatal(err error) {
+	c.dead = true
+	c.inc.settle(outcome{kind: outError, at: time.Now(), err: err})
+}
+
+func (c *coordLoop) exec(actions []checkpoint.Action) {
+	ctx := c.inc.coordCtx
+	store := c.inc.env.Store
+	for _, a := range actions {
+		if c.dead || ctx.Err() != nil {
+			c.dead = true
+			return
+		}
+		switch a := a.(type) {
+		case checkpoint.InjectBarrier:
+			if c.drained {
+				c.finalID = a.ID
+				for _, t := range c.inc.tasks {
+					t.post(ctrlMsg{kind: ctrlFinal, id: a.ID, at: a.At})
+				}
+			} else {
+				for _, t := range c.sources {
+					t.post(ctrlMsg{kind: ctrlTrigger, id: a.ID, at: a.At})
+				}
+			}
+			c.inc.obs.triggered()
+			if !c.point(PointAfterTrigger) {
+				return
+			}
+		case checkpoint.ScheduleTimeout:
+			id := a.ID
+			t := time.AfterFunc(a.After, func() { c.post(coordEvent{kind: evTimeout, id: id}) })
+			c.mu.Lock()
+			c.timers = append(c.timers, t)
+			c.mu.Unlock()
+		case checkpoint.WriteMetadata:
+			if !c.point(PointAfterPartsBeforeMetadata) {
+				return
+			}
+			st, _ := c.co.Stats(a.ID)
+			md := metadata{Version: layoutVersion, Job: c.inc.plan.job.Name, RunID: c.inc.runID, Checkpoint: uint64(a.ID),
+				Parallelism: c.inc.plan.parallelism, Barriers: c.inc.mode.String(),
+				TriggeredAt: st.Triggered.UTC().Format(time.RFC3339Nano)}
+			for _, p := range a.Parts {
+				md.Parts = append(md.Parts, metaPart{Task: string(p.Task), Key: p.Part.Key, StateBytes: p.Part.StateBytes,
+					InFlightBytes: p.Part.InFlightBytes, InFlightRecords: p.Part.InFlightRecords})
+			}
+			data, err := json.Marshal(md)
+			if err != nil {
+				c.exec(c.co.MetadataFailed(time.Now(), a.ID, err))
+				continue
+			}
+			if !c.point(PointMidMetadata) {
+				return
+			}
+			if err := store.Put(ctx, c.inc.prefix+metadataKey(a.ID), data); err != nil {
+				if ctx.Err() != nil {
+					c.dead = true
+					return
+				}
+				c.exec(c.co.MetadataFailed(time.Now(), a.ID, err))
+				continue
+			}
+			if !c.point(PointAfterMetadata) {
+				return
+			}
+			c.exec(c.co.MetadataWritten(time.Now(), a.ID))
+		case checkpoint.NotifyComplete:
+			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
+			if !c.point(PointSinkBeforeCommit) {
+				return
+			}
+			if err := c.inc.env.Sink.Commit(int64(a.ID)); err != nil {
+				c.fatal(fmt.Errorf("committing epoch %d: %w", a.ID, err))
+				return
+			}
+			visible := time.Now()
+			c.mu.Lock()
+			for id, rows := range c.held {
+				if id <= a.ID {
+					c.inc.obs.recordLatency(rows, visible)
+					delete(c.held, id)
+				}
+			}
+			c.mu.Unlock()
+			if !c.point(PointSinkAfterCommit) {
+				return
+			}
+			if a.ID == c.finalID {
+				// Done once the rest of these actions (retention) ran.
+				defer func() {
+					c.dead = true
+					c.inc.settle(outcome{kind: outDone, at: time.Now()})
+				}()
+			}
+		case checkpoint.Abort:
+			c.inc.abandon(a.ID)
+			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
+			for _, t := range c.inc.tasks {
+				t.post(ctrlMsg{kind: ctrlAbort, id: a.ID})
+			}
+			if a.ID == c.finalID {
+				c.finalID = 0
+				if c.finalErr++; c.finalErr >= maxFinalAttempts {
+					c.fatal(fmt.Errorf("the final checkpoint failed %d times in a row, last: %s %s", c.finalErr, a.Reason, a.Detail))
+					return
+				}
+			}
+		case checkpoint.DiscardParts:
+			if err := deleteCheckpoint(ctx, store, c.inc.prefix, a.ID); err != nil && ctx.Err() == nil {
+				c.inc.obs.note(fmt.Sprintf("could not discard checkpoint %d: %v", a.ID, err))
+			}
+		case checkpoint.DeleteOld:
+			for _, id := range a.IDs {
+				if err := deleteCheckpoint(ctx, store, c.inc.prefix, id); err != nil && ctx.Err() == nil {
+					c.inc.obs.note(fmt.Sprintf("could not delete old checkpoint %d: %v", id, err))
+				}
+			}
+		case checkpoint.TriggerSkipped:
+			c.inc.obs.skipped()
+		}
+	}
+}
+
+// take returns and forgets the task metrics of checkpoint id, in task
+// order.
+func (c *coordLoop) take(id checkpoint.ID) []TaskCheckpointStats {
+	m := c.metrics[id]
+	delete(c.metrics, id)
+	slices.SortFunc(m, func(a, b TaskCheckpointStats) int {
+		switch {
+		case a.Task < b.Task:
+			return -1
+		case a.Task > b.Task:
+			return 1
+		}
+		return 0
+	})
+	return m
+}
+
+// pendingCount is how many checkpoints were in progress (for the failed
+// count when the incarnation dies).
+func (c *coordLoop) pendingCount() int { return len(c.co.Pending()) }

@@ -1,0 +1,246 @@
+package recordwise
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+)
+
+func kill(worker int, after int64) fault.Spec {
+	return fault.Spec{Worker: worker, AfterRecords: after}
+}
+
+func at(point string, occurrence int) fault.Spec {
+	return fault.Spec{Worker: -1, Point: point, Occurrence: occurrence}
+}
+
+// TestWorkerKill kills a worker mid-run for every job, barrier setting and
+// sink: the restored run reaches the oracle's output.
+func TestWorkerKill(t *testing.T) {
+	for _, j := range jobs {
+		for _, m := range modes {
+			for _, s := range sinks {
+				t.Run(fmt.Sprintf("%s/%s/%s", j, m, s), func(t *testing.T) {
+					sc := &scenario{job: j, barriers: m, mode: s, inputs: inputs(j, 6000, 100000, 3),
+						fails: []fault.Spec{kill(1, 3500)}}
+					o := sc.execute(t)
+					o.check(t, sc.String())
+					if o.summary.Crashes != 1 {
+						t.Fatalf("%s: %d crashes, want 1", sc, o.summary.Crashes)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestNamedPoints crashes at every named point, for every barrier setting,
+// rotating jobs and sinks so that every job and every sink meets every
+// point at least once over the settings.
+func TestNamedPoints(t *testing.T) {
+	n := 0
+	for _, p := range failPoints {
+		for mi, m := range modes {
+			for _, occ := range []int{1, 3} {
+				j := jobs[(n+mi)%len(jobs)]
+				s := sinks[(n/len(jobs)+occ)%len(sinks)]
+				n++
+				t.Run(fmt.Sprintf("%s/%s/%s/%s/%d", p, j, m, s, occ), func(t *testing.T) {
+					sc := &scenario{job: j, barriers: m, mode: s, inputs: inputs(j, 6000, 100000, int64(n)),
+						fails: []fault.Spec{at(p, occ)}}
+					if p == PointMidRestore {
+						// Recovery needs crashes to recover from first.
+						sc.inputs = inputs(j, 10000, 100000, int64(n))
+						sc.fails = []fault.Spec{kill(0, 3000), kill(1, 6000), at(p, (occ+1)/2)}
+					}
+					o := sc.execute(t)
+					o.check(t, sc.String())
+					if pending := o.env.Faults.Pending(); len(pending) > 0 {
+						if occ > 1 {
+							return // a short run may not get that far
+						}
+						if p == PointDuringAlignment && (m.barriers == "unaligned" || j == "etl") {
+							return // unaligned checkpoints never align; etl has no task with several inputs
+						}
+						if p == PointMidRestore && restoresFromCheckpoint(o.report) < (occ+1)/2 {
+							return // the kills came before any checkpoint completed: nothing to restore
+						}
+						t.Fatalf("%s: fault never fired: %v", sc, pending)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRandomCrashSchedules runs seeded random schedules: a random job,
+// barrier setting, sink and parallelism, and one to three faults (worker
+// kills at random record counts, named points at random occurrences). Each
+// must reach the oracle's output. -rw.seed=N replays one schedule.
+func TestRandomCrashSchedules(t *testing.T) {
+	only := *flagSeed
+	if s := os.Getenv("REWIND_TEST_SEED"); s != "" && only == 0 {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
+		}
+		only = v
+	}
+	last := int64(*flagSchedules)
+	if only > last {
+		last = only
+	}
+	for seed := int64(1); seed <= last; seed++ {
+		if only != 0 && seed != only {
+			continue
+		}
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			sc := randomSchedule(seed)
+			o := sc.execute(t)
+			o.check(t, fmt.Sprintf("seed %d (replay with REWIND_TEST_SEED=%d or -rw.seed=%d): %s", seed, seed, seed, sc))
+		})
+	}
+}
+
+func randomSchedule(seed int64) *scenario {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	j := jobs[r.IntN(len(jobs))]
+	records := 2000 + r.IntN(8)*1000
+	rate := []int{0, 100000, 200000}[r.IntN(3)]
+	p := []int{1, 2, 2, 3, 5}[r.IntN(5)] // 5 > the 4 partitions: an idle source subtask
+	sc := &scenario{
+		job: j, barriers: modes[r.IntN(len(modes))], mode: sinks[r.IntN(len(sinks))], parallelism: p,
+		inputs:   inputs(j, records, rate, seed),
+		interval: time.Duration(1+r.IntN(5)) * time.Millisecond,
+	}
+	if r.IntN(4) == 0 {
+		sc.detect = time.Duration(r.IntN(5)) * time.Millisecond
+	}
+	nf := 1 + r.IntN(3)
+	for i := 0; i < nf; i++ {
+		if r.IntN(2) == 0 {
+			sc.fails = append(sc.fails, kill(r.IntN(p), 1+int64(r.IntN(records))))
+		} else {
+			sc.fails = append(sc.fails, at(failPoints[r.IntN(len(failPoints))], 1+r.IntN(4)))
+		}
+	}
+	return sc
+}
+
+// TestCrashBeforeMetadataUsesPreviousPoint crashes the coordinator after
+// every part of a checkpoint is durable but before its metadata is written:
+// the restart must ignore that checkpoint (parts but no metadata), discard
+// it, and restore the previous complete one.
+func TestCrashBeforeMetadataUsesPreviousPoint(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			var seen []RestoreInfo
+			_ = seen
+			sc := &scenario{job: "keyed-count", barriers: m, mode: sink.Transactional, inputs: inputs("keyed-count", 8000, 100000, 7),
+				fails: []fault.Spec{at(PointAfterPartsBeforeMetadata, 3)}}
+			o := sc.execute(t)
+			o.check(t, sc.String())
+			seen = o.report.Restores
+			if len(seen) != 2 {
+				t.Fatalf("%d starts, want 2", len(seen))
+			}
+			r := seen[1]
+			if len(r.Listing.PartsOnly) != 1 {
+				t.Fatalf("after the crash storage held parts-only checkpoints %v, want exactly the one being completed", r.Listing.PartsOnly)
+			}
+			crashed := r.Listing.PartsOnly[0]
+			if !r.Plan.Found || r.From >= crashed {
+				t.Fatalf("restored %d (found %v) with checkpoint %d lacking metadata: want an older one", r.From, r.Plan.Found, crashed)
+			}
+			// Checkpoint 3 was the third to reach the metadata write; the two
+			// before it completed, so the previous recovery point is the
+			// newest of those.
+			var completed []uint64
+			for _, h := range o.report.History {
+				if h.Attempt == 0 && h.Status == "completed" {
+					completed = append(completed, h.ID)
+				}
+			}
+			if len(completed) == 0 || uint64(r.From) != completed[len(completed)-1] {
+				t.Fatalf("restored %d, but the newest checkpoint completed before the crash was %v", r.From, completed)
+			}
+			if len(r.Plan.Discard) != 1 || r.Plan.Discard[0] != crashed {
+				t.Fatalf("discarded %v, want [%d]", r.Plan.Discard, crashed)
+			}
+			// Every part of the crashed checkpoint was durable: the parts
+			// alone are never enough.
+			tasks := 3 * 2 // source, count+sink... per subtask: see the plan
+			pl, err := buildPlan(o.env.Job, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tasks = len(pl.chains) * 2
+			if got := r.Parts[crashed]; got != tasks {
+				t.Fatalf("crashed checkpoint %d had %d durable parts, want all %d", crashed, got, tasks)
+			}
+		})
+	}
+}
+
+func restoresFromCheckpoint(r *Report) int {
+	n := 0
+	for _, x := range r.Restores {
+		if x.From > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+var flagFull = flag.Bool("rw.full", false, "TestFullPointMatrix: every named point for every job, barrier setting and sink")
+
+// TestFullPointMatrix crashes at every named point for every job × barrier
+// setting × sink (468 runs; off by default, -rw.full turns it on).
+func TestFullPointMatrix(t *testing.T) {
+	if !*flagFull {
+		t.Skip("-rw.full not given; TestNamedPoints covers every point with rotating jobs and sinks")
+	}
+	n := 0
+	for _, p := range failPoints {
+		for _, j := range jobs {
+			for _, m := range modes {
+				for _, s := range sinks {
+					n++
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", p, j, m, s), func(t *testing.T) {
+						sc := &scenario{job: j, barriers: m, mode: s, inputs: inputs(j, 6000, 100000, int64(n)),
+							fails: []fault.Spec{at(p, 1+n%3)}}
+						if p == PointMidRestore {
+							sc.fails = []fault.Spec{kill(0, 3000), at(p, 1)}
+						}
+						sc.execute(t).check(t, sc.String())
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestDetectDelay: the survivors keep running until the crash is noticed;
+// the bill shows the modelled heartbeat timeout and the output is exact.
+func TestDetectDelay(t *testing.T) {
+	for _, s := range sinks {
+		sc := &scenario{job: "keyed-count", mode: s, inputs: inputs("keyed-count", 8000, 100000, 17),
+			detect: 30 * time.Millisecond, fails: []fault.Spec{kill(1, 4000)}}
+		o := sc.execute(t)
+		o.check(t, sc.String())
+		if len(o.summary.Recoveries) != 1 {
+			t.Fatalf("%s: %d recoveries", sc, len(o.summary.Recoveries))
+		}
+		r := o.summary.Recoveries[0]
+		if r.DetectMs == nil || *r.DetectMs < 30 || r.RestoreMs == nil || r.ReprocessedRecords == nil || r.CatchUpMs == nil {
+			t.Fatalf("%s: recovery bill %+v: want detect >= 30 ms and every figure", sc, r)
+		}
+	}
+}

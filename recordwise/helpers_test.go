@@ -1,0 +1,408 @@
+package recordwise
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"go.uber.org/goleak"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/oracle"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+)
+
+var (
+	flagSchedules = flag.Int("rw.schedules", 200, "number of seeded random crash schedules in TestRandomCrashSchedules")
+	flagSeed      = flag.Int64("rw.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
+	flagDisk      = flag.Bool("rw.disk", false, "put test storage and outputs on the default temp dir even when a RAM disk exists")
+	flagVerbose   = flag.Bool("rw.v", false, "print progress events of the runs")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fastDir returns a fresh directory for storage or output, on a RAM disk
+// when there is one: every Put and sink flush fsyncs. A crash here is the
+// loss of memory, not of the machine, so the medium changes nothing.
+func fastDir(t testing.TB) string {
+	t.Helper()
+	if !*flagDisk {
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			if d, err := os.MkdirTemp("/dev/shm", "rewind-rw-"); err == nil {
+				t.Cleanup(func() { _ = os.RemoveAll(d) })
+				return d
+			}
+		}
+	}
+	return t.TempDir()
+}
+
+// jobs are the built-in jobs, modes the barrier settings, sinks the
+// delivery contracts every matrix covers.
+var (
+	jobs  = []string{"keyed-count", "windowed-sum", "join", "etl"}
+	sinks = []sink.Mode{sink.Append, sink.Idempotent, sink.Transactional}
+	modes = []barrierSetting{{"aligned", 0}, {"unaligned", 0}, {"aligned", time.Millisecond}}
+)
+
+type barrierSetting struct {
+	barriers string
+	timeout  time.Duration
+}
+
+func (b barrierSetting) String() string {
+	if b.timeout > 0 {
+		return fmt.Sprintf("aligned-timeout-%s", b.timeout)
+	}
+	return b.barriers
+}
+
+// inputs returns small inputs for a job: records in total, paced at rate
+// records/s (0: as fast as possible).
+func inputs(jobName string, records int, rate int, seed int64) map[string]string {
+	pace := ""
+	if rate > 0 {
+		pace = fmt.Sprintf(",rate=%d", rate)
+	}
+	if jobName == "join" {
+		return map[string]string{
+			job.InputOrders:   fmt.Sprintf("gen:records=%d,keys=%d,seed=%d%s", records/2, records/4, seed, pace),
+			job.InputPayments: fmt.Sprintf("gen:records=%d,keys=%d,seed=%d%s", records/2, records/4, seed+1, pace),
+		}
+	}
+	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=200,seed=%d%s", records, seed, pace)}
+}
+
+// scenario is one run of the executor against the oracle.
+type scenario struct {
+	job         string
+	inputs      map[string]string
+	mode        sink.Mode
+	barriers    barrierSetting
+	parallelism int
+	interval    time.Duration
+	detect      time.Duration
+	fails       []fault.Spec
+	opts        Options
+	format      sink.Format
+	progress    io.Writer
+	cpTimeout   time.Duration
+	noOracle    bool
+	// plainAlloc uses the Go allocator without the checks (benchmarks).
+	plainAlloc bool
+	// wrapStore, if set, replaces the durable storage by a wrapper.
+	wrapStore func(storage.Store) storage.Store
+	// runFor stops the run after this long (endless inputs).
+	runFor time.Duration
+	// storage overrides the durable storage URL (default: a fresh local
+	// directory).
+	storage string
+	// measureOnly skips finishing the sink and reading the output back
+	// (benchmarks).
+	measureOnly bool
+}
+
+type result struct {
+	summary *run.Summary
+	report  *Report
+	stats   sink.Stats
+	table   *sink.Table
+	want    *oracle.Result
+	env     *run.Env
+	err     error
+	storage string
+}
+
+func (sc *scenario) String() string {
+	return fmt.Sprintf("%s/%s/%s/p%d fails=%v", sc.job, sc.barriers, sc.mode, sc.parallelism, sc.fails)
+}
+
+func (sc *scenario) config(t testing.TB) run.Config {
+	t.Helper()
+	if sc.parallelism == 0 {
+		sc.parallelism = 2
+	}
+	if sc.mode == "" {
+		sc.mode = sink.Idempotent
+	}
+	if sc.barriers.barriers == "" {
+		sc.barriers.barriers = "aligned"
+	}
+	if sc.interval == 0 {
+		sc.interval = 3 * time.Millisecond
+	}
+	if sc.format == "" {
+		sc.format = sink.CSV
+	}
+	if sc.inputs == nil {
+		sc.inputs = inputs(sc.job, 4000, 0, 1)
+	}
+	if sc.cpTimeout == 0 {
+		sc.cpTimeout = 10 * time.Second
+	}
+	p := job.DefaultParams
+	return run.Config{
+		Job: sc.job, Params: p, Executor: "recordwise", Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout,
+		Inputs: sc.inputs, Output: filepath.Join(fastDir(t), "out"), OutputFormat: sc.format, SinkMode: sc.mode,
+		Storage: sc.storageURL(t), Parallelism: sc.parallelism, CheckpointInterval: sc.interval,
+		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: 2,
+		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+	}
+}
+
+func (sc *scenario) storageURL(t testing.TB) string {
+	if sc.storage != "" {
+		return sc.storage
+	}
+	return "file://" + fastDir(t)
+}
+
+// execute runs the scenario and resolves the output; it does not judge.
+// The checked allocator must be back at zero once everything is closed.
+func (sc *scenario) execute(t testing.TB) *result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := sc.config(t)
+	// Tests stage transactional rows in tiny chunks, so every epoch has
+	// several staged parts; benchmarks keep the default.
+	txnChunkRows = 1 << 16
+	if !sc.plainAlloc {
+		txnChunkRows = 100
+	}
+	if *flagVerbose && cfg.Progress == nil {
+		cfg.Progress = os.Stderr
+	}
+	var alloc interface {
+		memory.Allocator
+		CurrentAlloc() int
+	} = memory.NewCheckedAllocator(memory.NewGoAllocator())
+	if sc.plainAlloc {
+		alloc = &countingAlloc{Allocator: memory.NewGoAllocator()}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env, err := run.Prepare(ctx, cfg, alloc, log, true, run.OutputResume)
+	if err != nil {
+		t.Fatalf("%s: prepare: %v", sc, err)
+	}
+	if sc.wrapStore != nil {
+		env.Store = sc.wrapStore(env.Store)
+	}
+	o := &result{env: env, storage: cfg.Storage}
+	runCtx := ctx
+	if sc.runFor > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeout(ctx, sc.runFor)
+		defer stop()
+	}
+	o.summary, o.report, o.err = Executor{Options: sc.opts}.RunReport(runCtx, env)
+	if o.err == nil && !sc.measureOnly {
+		if err := run.Finish(env, o.summary); err != nil {
+			t.Fatalf("%s: finish: %v", sc, err)
+		}
+	}
+	if err := env.Close(); err != nil {
+		t.Fatalf("%s: closing env: %v", sc, err)
+	}
+	if n := alloc.CurrentAlloc(); n != 0 {
+		t.Fatalf("%s: %d bytes of Arrow memory not released", sc, n)
+	}
+	if o.err != nil || sc.measureOnly {
+		return o
+	}
+	o.table, o.stats, err = sink.Resolve(cfg.Output, env.Job.Output)
+	if err != nil {
+		t.Fatalf("%s: resolving output: %v", sc, err)
+	}
+	if !sc.noOracle {
+		o.want = oracleResult(t, cfg)
+	}
+	return o
+}
+
+// executeRaw runs the scenario without computing the oracle's answer.
+func (sc *scenario) executeRaw(t testing.TB) *result {
+	sc.noOracle = true
+	return sc.execute(t)
+}
+
+var oracleCache sync.Map // config key -> *oracle.Result
+
+func oracleResult(t testing.TB, cfg run.Config) *oracle.Result {
+	t.Helper()
+	key := fmt.Sprintf("%s|%v|%v", cfg.Job, cfg.Params, cfg.Inputs)
+	if r, ok := oracleCache.Load(key); ok {
+		return r.(*oracle.Result)
+	}
+	j, err := job.Build(cfg.Job, cfg.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := map[string]source.Source{}
+	for n, spec := range cfg.Inputs {
+		// The oracle reads the same records without pacing.
+		if i := strings.Index(spec, ",rate="); i >= 0 {
+			rest := spec[i+len(",rate="):]
+			if j := strings.IndexByte(rest, ','); j >= 0 {
+				spec = spec[:i] + rest[j:]
+			} else {
+				spec = spec[:i]
+			}
+		}
+		s, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		srcs[n] = s
+	}
+	res, err := oracle.Evaluate(context.Background(), j, srcs, memory.NewGoAllocator())
+	if err != nil {
+		t.Fatalf("oracle: %v", err)
+	}
+	oracleCache.Store(key, res)
+	return res
+}
+
+// check judges an result: the resolved output equals the oracle's, the
+// idempotent and transactional sinks show no duplicate, and the duplicate
+// count of the summary is what an independent reader counts.
+func (o *result) check(t testing.TB, what string) {
+	t.Helper()
+	if o.err != nil {
+		t.Fatalf("%s: run failed: %v", what, o.err)
+	}
+	if d := o.table.Diff(o.want.Table, 10); d != "" {
+		t.Fatalf("%s: resolved output differs from the oracle: %s", what, d)
+	}
+	mode := o.env.Config.SinkMode
+	if mode != sink.Append && o.stats.DuplicateRows != 0 {
+		t.Fatalf("%s: %s sink shows %d duplicate rows", what, mode, o.stats.DuplicateRows)
+	}
+	if o.summary.SinkDuplicateRows != o.stats.DuplicateRows {
+		t.Fatalf("%s: summary reports %d duplicates, resolving the output counts %d", what, o.summary.SinkDuplicateRows, o.stats.DuplicateRows)
+	}
+	if o.summary.SinkConflictingRows != o.stats.ConflictingRows {
+		t.Fatalf("%s: summary reports %d conflicting rows, resolving the output counts %d", what, o.summary.SinkConflictingRows, o.stats.ConflictingRows)
+	}
+	if mode != sink.Append && o.stats.ConflictingRows != 0 {
+		t.Fatalf("%s: %s sink shows %d conflicting rows", what, mode, o.stats.ConflictingRows)
+	}
+	if o.env.Config.OutputFormat == sink.CSV {
+		dups, conflicts := independentDuplicates(t, o.env.Config.Output, o.env.Job.Output)
+		if dups != o.stats.DuplicateRows || conflicts != o.stats.ConflictingRows {
+			t.Fatalf("%s: resolving reports %d duplicates and %d conflicting rows, counting visible files one by one finds %d and %d",
+				what, o.stats.DuplicateRows, o.stats.ConflictingRows, dups, conflicts)
+		}
+	}
+	if o.summary.LostRecords != 0 {
+		t.Fatalf("%s: %d records lost from a re-readable source", what, o.summary.LostRecords)
+	}
+	if o.summary.LateRows != o.want.LateRows {
+		t.Fatalf("%s: %d late rows, the oracle has %d", what, o.summary.LateRows, o.want.LateRows)
+	}
+	if o.summary.Crashes != len(o.summary.Recoveries) {
+		t.Fatalf("%s: %d crashes but %d recoveries", what, o.summary.Crashes, len(o.summary.Recoveries))
+	}
+}
+
+// independentDuplicates counts, among visible CSV rows, the extra copies of
+// identical rows and the rows that share write key and _version with an
+// earlier row but differ from it, with its own reader, sharing no code with
+// sink.Resolve.
+func independentDuplicates(t testing.TB, dir string, layout sink.Layout) (dups, conflicts int64) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, "_") || strings.HasPrefix(n, ".") || e.IsDir() {
+			continue
+		}
+		if !strings.HasSuffix(n, ".csv") {
+			t.Fatalf("visible file %s is not CSV", n)
+		}
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		var idx []int
+		colIdx := map[string]int{}
+		for sc.Scan() {
+			fields := strings.Split(sc.Text(), ",")
+			if idx == nil {
+				for i, c := range fields {
+					colIdx[c] = i
+				}
+				for _, k := range append(slices.Clone(layout.WriteKey), sink.VersionColumn) {
+					i := slices.Index(fields, k)
+					if i < 0 {
+						t.Fatalf("%s has no column %s", n, k)
+					}
+					idx = append(idx, i)
+				}
+				continue
+			}
+			var b strings.Builder
+			for _, i := range idx {
+				b.WriteString(fields[i])
+				b.WriteByte(',')
+			}
+			key := b.String()
+			// The whole row in layout column order, so files with another
+			// column order compare equal.
+			var whole strings.Builder
+			for _, c := range sink.ColumnNames(layout.Schema) {
+				whole.WriteString(fields[colIdx[c]])
+				whole.WriteByte(',')
+			}
+			if first, ok := seen[key]; !ok {
+				seen[key] = whole.String()
+			} else if first == whole.String() {
+				dups++
+			} else {
+				conflicts++
+			}
+		}
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	return dups, conflicts
+}
+
+// countingAlloc is the Go allocator without the checked allocator's
+// bookkeeping; it reports nothing outstanding.
+type countingAlloc struct{ memory.Allocator }
+
+func (countingAlloc) CurrentAlloc() int { return 0 }

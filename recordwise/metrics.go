@@ -1,0 +1,377 @@
+package recordwise
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
+)
+
+// CheckpointStats is one finished checkpoint as the history shows it, the
+// same figures Flink's checkpoint history gives. Durations are in
+// milliseconds.
+type CheckpointStats struct {
+	ID uint64 `json:"id"`
+	// Attempt is the incarnation (0 = first run, 1 = after the first
+	// restart, ...) that took it.
+	Attempt int    `json:"attempt"`
+	Status  string `json:"status"` // completed, failed or aborted
+	Reason  string `json:"reason,omitempty"`
+	// Final marks the checkpoint that ends a bounded run: taken once every
+	// task has ended, so no barrier travels and nothing is in flight.
+	Final bool `json:"final,omitempty"`
+	// TriggerMs is when it was triggered, from the start of the run.
+	TriggerMs float64 `json:"trigger_ms"`
+	// DurationMs is end to end: trigger to metadata written (or abandoned).
+	DurationMs float64 `json:"duration_ms"`
+	// StateBytes and InFlightBytes are sums over the acknowledged parts.
+	StateBytes      int64 `json:"state_bytes"`
+	InFlightBytes   int64 `json:"in_flight_bytes"`
+	InFlightRecords int64 `json:"in_flight_records"`
+	// Maxima over the tasks.
+	MaxAlignmentMs  float64 `json:"max_alignment_ms"`
+	MaxStartDelayMs float64 `json:"max_start_delay_ms"`
+	// ProcessedDuringAlignmentBytes sums the tasks' figures.
+	ProcessedDuringAlignmentBytes int64                 `json:"processed_during_alignment_bytes"`
+	Tasks                         []TaskCheckpointStats `json:"tasks"`
+}
+
+// TaskCheckpointStats is one task's part of a checkpoint.
+type TaskCheckpointStats struct {
+	Task string `json:"task"`
+	// StartDelayMs: barrier creation (trigger) to its first arrival here.
+	StartDelayMs float64 `json:"start_delay_ms"`
+	// AlignmentMs: first barrier to snapshot, i.e. how long input was held
+	// back. Aligned: the skew between the input channels. Unaligned: 0.
+	AlignmentMs float64 `json:"alignment_ms"`
+	// CollectMs: first barrier to the part being whole (the barrier
+	// arrived on every channel). Unaligned checkpoints persist in-flight
+	// data during this time.
+	CollectMs float64 `json:"collect_ms"`
+	// SyncMs: the synchronous part (flush, state copy, barrier emission,
+	// sink pre-commit). AsyncMs: encoding and writing the part.
+	SyncMs  float64 `json:"sync_ms"`
+	AsyncMs float64 `json:"async_ms"`
+	// Records processed between the first barrier and the snapshot.
+	ProcessedDuringAlignmentBytes int64 `json:"processed_during_alignment_bytes"`
+	ProcessedDuringAlignmentRows  int64 `json:"processed_during_alignment_rows"`
+	StateBytes                    int64 `json:"state_bytes"`
+	InFlightBytes                 int64 `json:"in_flight_bytes"`
+	InFlightRecords               int64 `json:"in_flight_records"`
+	Unaligned                     bool  `json:"unaligned"`
+	TimedOut                      bool  `json:"timed_out"`
+}
+
+// RestoreInfo describes one restart, for tests and traces.
+type RestoreInfo struct {
+	Attempt int
+	// From is the recovery point restored (0: the start of the input).
+	From checkpoint.ID
+	// Listing is what storage held, Plan what checkpoint.Restore chose.
+	Listing checkpoint.Listing
+	Plan    checkpoint.RestorePlan
+	// Parts counts the part descriptors each listed checkpoint had.
+	Parts map[checkpoint.ID]int
+}
+
+// Report is what a run measured beyond run.Summary.
+type Report struct {
+	History  []CheckpointStats
+	Restores []RestoreInfo
+	Skipped  int
+	// HandOverMs is the latency from a source's hand-over to the sink
+	// writer (before the sink makes rows visible): the engine's share of
+	// the end-to-end latency.
+	HandOverMs *run.Latency
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// observer is the measurement harness of a run. It outlives incarnations
+// because it is the observer, not part of the job: tasks and coordinators
+// only write to it; nothing it holds is ever read back into job state.
+type observer struct {
+	start    time.Time
+	progress io.Writer
+
+	recordsIn atomic.Int64
+	rowsOut   atomic.Int64
+
+	mu         sync.Mutex
+	lat        *run.LatencyRecorder
+	handed     *run.LatencyRecorder
+	late, lost int64
+	hw         map[string]int64 // input/partition -> greatest offset read
+	crashes    int
+	recoveries []*recovery
+	catchUp    *catchUp
+	report     Report
+	completed  int
+	failed     int
+	aborted    int
+	triggers   int
+	notes      []string
+}
+
+type recovery struct {
+	cause       string
+	crashAt     time.Time
+	detectedAt  time.Time
+	restored    bool
+	restore     time.Duration
+	reprocessed int64
+	catchUp     *time.Duration
+}
+
+type catchUp struct {
+	rec    *recovery
+	from   time.Time
+	target map[string]int64
+}
+
+func newObserver(progress io.Writer) *observer {
+	return &observer{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder(),
+		handed: run.NewLatencyRecorder(), hw: map[string]int64{}}
+}
+
+func (o *observer) event(v map[string]any) {
+	if o.progress == nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(o.progress, "%s\n", b)
+}
+
+func (o *observer) addRowsOut(n int64) { o.rowsOut.Add(n) }
+
+// handedOver records rows reaching a sink writer at `at`.
+func (o *observer) handedOver(rows []latEntry, at time.Time) {
+	o.mu.Lock()
+	for _, r := range rows {
+		if !r.born.IsZero() {
+			o.handed.Record(at.Sub(r.born), r.rows)
+		}
+	}
+	o.mu.Unlock()
+}
+
+func (o *observer) recordLatency(rows []latEntry, visible time.Time) {
+	if len(rows) == 0 {
+		return
+	}
+	o.mu.Lock()
+	for _, r := range rows {
+		if r.born.IsZero() {
+			continue
+		}
+		o.lat.Record(visible.Sub(r.born), r.rows)
+	}
+	o.mu.Unlock()
+}
+
+// read records n records of input/partition consumed up to offset.
+func (o *observer) read(input, partition string, offset, n int64, now time.Time) {
+	o.recordsIn.Add(n)
+	key := input + "/" + partition
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if offset > o.hw[key] {
+		o.hw[key] = offset
+	}
+	if cu := o.catchUp; cu != nil {
+		if t, ok := cu.target[key]; ok && offset >= t {
+			delete(cu.target, key)
+			if len(cu.target) == 0 {
+				d := now.Sub(cu.from)
+				cu.rec.catchUp = &d
+				o.catchUp = nil
+			}
+		}
+	}
+}
+
+func (o *observer) addLate(n int64) {
+	o.mu.Lock()
+	o.late += n
+	o.mu.Unlock()
+}
+
+func (o *observer) addLost(n int64) {
+	o.mu.Lock()
+	o.lost += n
+	o.mu.Unlock()
+}
+
+func (o *observer) note(s string) {
+	o.mu.Lock()
+	o.notes = append(o.notes, s)
+	o.mu.Unlock()
+}
+
+func (o *observer) triggered() {
+	o.mu.Lock()
+	o.triggers++
+	o.mu.Unlock()
+}
+
+func (o *observer) skipped() {
+	o.mu.Lock()
+	o.report.Skipped++
+	o.mu.Unlock()
+}
+
+// checkpointDone records a finished checkpoint in the history.
+func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, tasks []TaskCheckpointStats) {
+	cs := CheckpointStats{ID: uint64(st.ID), Attempt: attempt, Final: final, TriggerMs: ms(st.Triggered.Sub(o.start)),
+		DurationMs: ms(st.Duration()), StateBytes: st.StateBytes, InFlightBytes: st.InFlightBytes,
+		InFlightRecords: st.InFlightRecords, Tasks: tasks}
+	switch st.Status {
+	case checkpoint.Completed:
+		cs.Status = "completed"
+	case checkpoint.Failed:
+		cs.Status = "failed"
+	default:
+		cs.Status = "aborted"
+	}
+	if st.Reason != 0 {
+		cs.Reason = st.Reason.String()
+	}
+	for _, t := range tasks {
+		cs.MaxAlignmentMs = max(cs.MaxAlignmentMs, t.AlignmentMs)
+		cs.MaxStartDelayMs = max(cs.MaxStartDelayMs, t.StartDelayMs)
+		cs.ProcessedDuringAlignmentBytes += t.ProcessedDuringAlignmentBytes
+	}
+	o.mu.Lock()
+	switch cs.Status {
+	case "completed":
+		o.completed++
+	case "failed":
+		o.failed++
+	default:
+		o.aborted++
+	}
+	o.report.History = append(o.report.History, cs)
+	o.mu.Unlock()
+	if o.progress != nil {
+		b, err := json.Marshal(struct {
+			Event string `json:"event"`
+			CheckpointStats
+		}{"checkpoint", cs})
+		if err == nil {
+			o.mu.Lock()
+			_, _ = fmt.Fprintf(o.progress, "%s\n", b)
+			o.mu.Unlock()
+		}
+	}
+}
+
+// crash records a crash and the checkpoints it cut short.
+func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *recovery {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.crashes++
+	o.failed += inProgress
+	r := &recovery{cause: cause, crashAt: at, detectedAt: detected}
+	o.recoveries = append(o.recoveries, r)
+	if o.catchUp != nil {
+		o.catchUp = nil // the previous recovery never caught up
+	}
+	o.event(map[string]any{"event": "crash", "cause": cause, "elapsed_ms": ms(at.Sub(o.start)),
+		"detect_ms": ms(detected.Sub(at)), "checkpoints_in_progress": inProgress})
+	return r
+}
+
+// restarted completes the bill of r once the new incarnation runs: the
+// restore time, the records to read again, and the catch-up target.
+func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]int64, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.report.Restores = append(o.report.Restores, info)
+	if r == nil {
+		return
+	}
+	r.restored = true
+	r.restore = now.Sub(r.detectedAt)
+	target := map[string]int64{}
+	for key, hw := range o.hw {
+		if pos := restored[key]; hw > pos {
+			r.reprocessed += hw - pos
+			target[key] = hw
+		}
+	}
+	if len(target) == 0 {
+		zero := time.Duration(0)
+		r.catchUp = &zero
+	} else {
+		o.catchUp = &catchUp{rec: r, from: now, target: target}
+	}
+	o.event(map[string]any{"event": "recovery", "attempt": info.Attempt, "from_checkpoint": uint64(info.From),
+		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(r.restore), "reprocessed_records": r.reprocessed})
+}
+
+func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := &run.Summary{
+		RecordsIn:   o.recordsIn.Load(),
+		RowsOut:     o.rowsOut.Load(),
+		LostRecords: o.lost,
+		LateRows:    o.late,
+		Crashes:     o.crashes,
+		Checkpoints: &run.Checkpoints{Completed: o.completed, Failed: o.failed, Aborted: o.aborted},
+		LatencyMs:   o.lat.Latency(),
+		WallMs:      ms(wall),
+		Notes:       slices.Clone(o.notes),
+	}
+	if wall > 0 {
+		s.ThroughputRPS = float64(s.RecordsIn) / wall.Seconds()
+	}
+	for _, r := range o.recoveries {
+		rec := run.Recovery{Cause: r.cause}
+		d := ms(r.detectedAt.Sub(r.crashAt))
+		rec.DetectMs = &d
+		if r.restored {
+			rs := ms(r.restore)
+			rec.RestoreMs = &rs
+			rp := r.reprocessed
+			rec.ReprocessedRecords = &rp
+			if r.catchUp != nil {
+				cu := ms(*r.catchUp)
+				rec.CatchUpMs = &cu
+			}
+		}
+		s.Recoveries = append(s.Recoveries, rec)
+	}
+	if n := len(o.report.History); n > 0 {
+		var durs, aligns []float64
+		var inflight, state int64
+		for _, h := range o.report.History {
+			if h.Status != "completed" {
+				continue
+			}
+			durs = append(durs, h.DurationMs)
+			aligns = append(aligns, h.MaxAlignmentMs)
+			inflight += h.InFlightBytes
+			state = h.StateBytes
+		}
+		if len(durs) > 0 {
+			slices.Sort(durs)
+			slices.Sort(aligns)
+			s.Notes = append(s.Notes, fmt.Sprintf(
+				"recordwise checkpoints: %d completed, end-to-end p50 %.1f ms, max %.1f ms; alignment max %.1f ms; last state %d bytes; in-flight data persisted %d bytes in total; %d triggers skipped while one was pending",
+				len(durs), durs[len(durs)/2], durs[len(durs)-1], aligns[len(aligns)-1], state, inflight, o.report.Skipped))
+		}
+	}
+	rep := Report{History: slices.Clone(o.report.History), Restores: slices.Clone(o.report.Restores), Skipped: o.report.Skipped,
+		HandOverMs: o.handed.Latency()}
+	return s, rep
+}

@@ -1,0 +1,73 @@
+package recordwise
+
+// Named crash points (rewind run --executor recordwise --list-fail-points).
+//
+// A point reached by a task kills the task's worker: every task of that
+// worker stops where it is, its operators, channel buffers, prefetched input
+// and unflushed sink rows are dropped, and after --detect-delay the whole job
+// is restarted from the newest complete recovery point. A point reached by
+// the coordinator kills the coordinator, with the same consequence. The
+// occurrence K of --fail point=NAME,occurrence=K counts every time any task
+// (or the coordinator) reaches NAME, across restarts.
+const (
+	// PointAfterTrigger: the coordinator asked every source to inject the
+	// barrier of a new checkpoint (coordinator).
+	PointAfterTrigger = "checkpoint.after-trigger"
+	// PointDuringAlignment: an operator subtask has received the barrier on
+	// some input channels and is waiting for the rest (aligned only; task).
+	PointDuringAlignment = "checkpoint.during-alignment"
+	// PointAfterSnapshot: a task took its synchronous snapshot and forwarded
+	// the barrier; nothing of its part is durable yet (task).
+	PointAfterSnapshot = "checkpoint.after-snapshot"
+	// PointMidPartWrite: a task's part is being written: its first object
+	// is durable, the rest (channel state, part descriptor) is not (task).
+	PointMidPartWrite = "checkpoint.mid-part-write"
+	// PointBeforeAck: a task's part is durable, the acknowledgement has not
+	// reached the coordinator (task).
+	PointBeforeAck = "checkpoint.before-ack"
+	// PointAfterPartsBeforeMetadata: every part is durable and acknowledged;
+	// the coordinator is about to write the metadata (coordinator). The
+	// restart must use the previous recovery point.
+	PointAfterPartsBeforeMetadata = "checkpoint.after-parts-before-metadata"
+	// PointMidMetadata: the metadata object is encoded and being written.
+	// Put is atomic, so the crash leaves no metadata object (coordinator).
+	PointMidMetadata = "checkpoint.mid-metadata"
+	// PointAfterMetadata: the metadata is durable, so the checkpoint is a
+	// recovery point, but nobody has been told (coordinator).
+	PointAfterMetadata = "checkpoint.after-metadata"
+	// PointSinkBeforePrecommit: a sink subtask received barrier n and has
+	// not flushed epoch n yet (task).
+	PointSinkBeforePrecommit = "sink.before-precommit"
+	// PointSinkAfterPrecommit: a sink subtask flushed epoch n (transactional:
+	// staged, invisible; append: visible; idempotent: upserted) (task).
+	PointSinkAfterPrecommit = "sink.after-precommit"
+	// PointSinkBeforeCommit: checkpoint n is complete and the sink has not
+	// published epoch n (coordinator).
+	PointSinkBeforeCommit = "sink.before-commit"
+	// PointSinkAfterCommit: the sink published epochs <= n (coordinator).
+	PointSinkAfterCommit = "sink.after-commit"
+	// PointMidRestore: a restarted job has chosen its recovery point and
+	// read part of it (coordinator). Recovery itself is interrupted.
+	PointMidRestore = "recovery.mid-restore"
+)
+
+// failPoints is the list FailPoints returns, in protocol order.
+var failPoints = []string{
+	PointAfterTrigger,
+	PointDuringAlignment,
+	PointAfterSnapshot,
+	PointMidPartWrite,
+	PointBeforeAck,
+	PointAfterPartsBeforeMetadata,
+	PointMidMetadata,
+	PointAfterMetadata,
+	PointSinkBeforePrecommit,
+	PointSinkAfterPrecommit,
+	PointSinkBeforeCommit,
+	PointSinkAfterCommit,
+	PointMidRestore,
+}
+
+// coordinatorWorker is the worker number the coordinator passes to
+// fault.Injector.Point.
+const coordinatorWorker = -1

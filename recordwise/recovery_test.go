@@ -1,0 +1,290 @@
+package recordwise
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
+)
+
+// slowLink delays the channel from source subtask 0 to subtask 0 of the
+// next chain by d: one input channel of that subtask lags the others.
+func slowLink(d time.Duration) func(string, int, string, int) time.Duration {
+	return func(from string, fromSub int, to string, toSub int) time.Duration {
+		if fromSub == 0 && toSub == 0 && (from == "source" || from == "orders") {
+			return d
+		}
+		return 0
+	}
+}
+
+// TestUnalignedRestoresInFlight makes sure in-flight data is really
+// persisted and re-injected: with a slow link, unaligned checkpoints carry
+// channel state, and a kill after one of them restores it. The output
+// still equals the oracle's.
+func TestUnalignedRestoresInFlight(t *testing.T) {
+	for _, j := range []string{"keyed-count", "windowed-sum", "join"} {
+		t.Run(j, func(t *testing.T) {
+			sc := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
+				inputs: inputs(j, 12000, 100000, 11), interval: 5 * time.Millisecond,
+				fails: []fault.Spec{kill(1, 8000)}}
+			sc.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
+			o := sc.execute(t)
+			o.check(t, sc.String())
+			if len(o.report.Restores) != 2 || o.report.Restores[1].From == 0 {
+				t.Skipf("no checkpoint completed before the kill; restores %+v", o.report.Restores)
+			}
+			from := uint64(o.report.Restores[1].From)
+			for _, h := range o.report.History {
+				if h.ID == from && h.Attempt == 0 {
+					if h.InFlightRecords == 0 {
+						t.Fatalf("restored checkpoint %d carried no in-flight data", from)
+					}
+					return
+				}
+			}
+			t.Fatalf("restored checkpoint %d not in the history", from)
+		})
+	}
+}
+
+// TestAlignmentTimeoutSwitches: with a slow link longer than the alignment
+// timeout, aligned checkpoints switch to unaligned and persist in-flight
+// data; a kill afterwards still recovers exactly.
+func TestAlignmentTimeoutSwitches(t *testing.T) {
+	sc := &scenario{job: "keyed-count", barriers: barrierSetting{"aligned", 2 * time.Millisecond}, mode: sink.Transactional,
+		inputs: inputs("keyed-count", 12000, 100000, 12), interval: 5 * time.Millisecond,
+		fails: []fault.Spec{kill(0, 9000)}}
+	sc.opts.hooks.channelDelay = slowLink(8 * time.Millisecond)
+	o := sc.execute(t)
+	o.check(t, sc.String())
+	timedOut := 0
+	for _, h := range o.report.History {
+		for _, tk := range h.Tasks {
+			if tk.TimedOut {
+				timedOut++
+				if !tk.Unaligned {
+					t.Fatalf("checkpoint %d task %s timed out but is not unaligned", h.ID, tk.Task)
+				}
+			}
+		}
+	}
+	if timedOut == 0 {
+		t.Fatalf("no alignment timed out with an 8 ms link delay and a 2 ms timeout")
+	}
+}
+
+// TestCorruptNewestFallsBack corrupts a state object of the newest complete
+// recovery point before the restart reads it: the checksum rejects it and
+// the previous complete one is used, and the output is still right (with
+// an idempotent sink; a transactional one may already have published
+// epochs the older point does not cover, see docs/recordwise.md).
+func TestCorruptNewestFallsBack(t *testing.T) {
+	corrupted := checkpoint.ID(0)
+	sc := &scenario{job: "keyed-count", mode: sink.Idempotent, inputs: inputs("keyed-count", 12000, 100000, 13),
+		interval: 3 * time.Millisecond, fails: []fault.Spec{kill(1, 9000)}}
+	sc.opts.hooks.onRestore = func(st storage.Store, prefix string, l checkpoint.Listing, p checkpoint.RestorePlan) {
+		if !p.Found || len(p.Fallbacks) == 0 || corrupted != 0 {
+			return
+		}
+		ctx := context.Background()
+		objs, err := st.List(ctx, prefix+chkDir(p.From))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, o := range objs {
+			if strings.Contains(o.Name, "/op-") {
+				raw := st.(storage.RawAccess)
+				b, err := raw.RawGet(ctx, o.Name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b[len(b)/2] ^= 0xff
+				if err := raw.RawPut(ctx, o.Name, b); err != nil {
+					t.Error(err)
+				}
+				corrupted = p.From
+				return
+			}
+		}
+	}
+	o := sc.execute(t)
+	o.check(t, sc.String())
+	if corrupted == 0 {
+		t.Skip("the kill came before two checkpoints completed")
+	}
+	r := o.report.Restores[1]
+	if r.From >= corrupted || r.From == 0 {
+		t.Fatalf("restored %d after corrupting %d: want the previous complete one", r.From, corrupted)
+	}
+	if !slices.ContainsFunc(o.summary.Notes, func(n string) bool { return strings.Contains(n, "could not be read") }) {
+		t.Fatalf("no note about the unreadable recovery point: %v", o.summary.Notes)
+	}
+}
+
+// TestForgetfulSourceReportsLoss: a push feed cannot be re-read, so a kill
+// loses what was in flight; the run completes and reports the loss.
+func TestForgetfulSourceReportsLoss(t *testing.T) {
+	sc := &scenario{job: "keyed-count", mode: sink.Idempotent, parallelism: 2,
+		inputs:   map[string]string{"in": "push:records=6000,keys=50,seed=3,rate=100000"},
+		interval: 3 * time.Millisecond, fails: []fault.Spec{kill(0, 4000)}}
+	o := sc.executeRaw(t)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.summary.Crashes != 1 || o.summary.LostRecords <= 0 {
+		t.Fatalf("crashes %d, lost records %d: want one crash and a reported loss", o.summary.Crashes, o.summary.LostRecords)
+	}
+}
+
+// slowStore delays the Puts of part descriptors of checkpoints 1..upTo.
+type slowStore struct {
+	storage.Store
+	upTo  checkpoint.ID
+	delay time.Duration
+}
+
+func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
+	if i := strings.Index(name, chkDirPrefix); i >= 0 && strings.HasSuffix(name, "/"+partName) {
+		if id, _, ok := parseChkName(name[i:]); ok && id <= s.upTo {
+			select {
+			case <-time.After(s.delay):
+			case <-ctx.Done():
+			}
+		}
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+// TestCheckpointTimeout: checkpoints whose parts take longer than
+// --checkpoint-timeout to become durable are abandoned (failed, timed out),
+// later ones complete, and the output is exact.
+func TestCheckpointTimeout(t *testing.T) {
+	sc := &scenario{job: "keyed-count", mode: sink.Transactional, inputs: inputs("keyed-count", 6000, 100000, 14),
+		interval: 2 * time.Millisecond, cpTimeout: 40 * time.Millisecond}
+	sc.wrapStore = func(s storage.Store) storage.Store {
+		return &slowStore{Store: s, upTo: 2, delay: 200 * time.Millisecond}
+	}
+	o := sc.execute(t)
+	o.check(t, sc.String())
+	timedOut := 0
+	for _, h := range o.report.History {
+		if h.Reason == checkpoint.TimedOut.String() {
+			timedOut++
+		}
+	}
+	if timedOut != 2 || o.summary.Checkpoints.Failed < timedOut || o.summary.Checkpoints.Completed == 0 {
+		t.Fatalf("%d timed out, summary %+v: want checkpoints 1 and 2 timed out and counted as failed", timedOut, o.summary.Checkpoints)
+	}
+}
+
+// TestRetention: only the configured number of complete recovery points
+// stays in storage, and no incomplete one.
+func TestRetention(t *testing.T) {
+	sc := &scenario{job: "windowed-sum", mode: sink.Append, inputs: inputs("windowed-sum", 8000, 100000, 15),
+		interval: 2 * time.Millisecond}
+	o := sc.execute(t)
+	o.check(t, sc.String())
+	st, err := storage.Open(context.Background(), o.storage, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, _, err := listCheckpoints(context.Background(), st, runPrefixOf(t, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.WithMetadata) == 0 || len(l.WithMetadata) > 2 {
+		t.Fatalf("storage holds complete checkpoints %v, want 1..2", l.WithMetadata)
+	}
+}
+
+// runPrefixOf finds the one run namespace in a store.
+func runPrefixOf(t *testing.T, st storage.Store) string {
+	t.Helper()
+	objs, err := st.List(context.Background(), "recordwise/")
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("no recordwise objects: %v", err)
+	}
+	parts := strings.SplitN(objs[0].Name, "/", 4)
+	return strings.Join(parts[:3], "/") + "/"
+}
+
+// flakyStore fails every n-th Put whose name contains match.
+type flakyStore struct {
+	storage.Store
+	match string
+	n     int
+	mu    sync.Mutex
+	seen  int
+	fails int
+}
+
+func (f *flakyStore) Put(ctx context.Context, name string, data []byte) error {
+	if strings.Contains(name, f.match) {
+		f.mu.Lock()
+		f.seen++
+		fail := f.seen == 3 || f.seen%f.n == 0
+		if fail {
+			f.fails++
+		}
+		f.mu.Unlock()
+		if fail {
+			return errors.New("injected storage failure")
+		}
+	}
+	return f.Store.Put(ctx, name, data)
+}
+
+// TestStorageFailures: a part that cannot be written fails its checkpoint
+// (declined), a metadata write that fails abandons it (and removes what it
+// wrote); later checkpoints complete and the output is exact.
+func TestStorageFailures(t *testing.T) {
+	for match, n := range map[string]int{"/part": 20, "/op-": 3, "_metadata": 3} {
+		t.Run(strings.Trim(match, "/_"), func(t *testing.T) {
+			var fs *flakyStore
+			sc := &scenario{job: "windowed-sum", mode: sink.Transactional, inputs: inputs("windowed-sum", 8000, 100000, 18),
+				fails: []fault.Spec{kill(1, 6000)}}
+			sc.wrapStore = func(s storage.Store) storage.Store {
+				fs = &flakyStore{Store: s, match: match, n: n}
+				return fs
+			}
+			o := sc.execute(t)
+			o.check(t, sc.String())
+			if fs.fails == 0 {
+				t.Fatal("no storage failure was injected")
+			}
+			if o.summary.Checkpoints.Failed == 0 {
+				t.Fatalf("%d storage failures but no failed checkpoint: %+v", fs.fails, o.summary.Checkpoints)
+			}
+		})
+	}
+}
+
+// TestEndlessInputStops: an endless input runs until the context ends; the
+// run stops cleanly with its checkpoints, crash and recovery accounted.
+func TestEndlessInputStops(t *testing.T) {
+	sc := &scenario{job: "windowed-sum", mode: sink.Transactional, runFor: 400 * time.Millisecond,
+		inputs: map[string]string{"in": "gen:records=0,keys=100,seed=5,rate=50000"},
+		fails:  []fault.Spec{kill(0, 5000)}}
+	o := sc.executeRaw(t)
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.summary.Checkpoints.Completed == 0 || o.summary.Crashes != 1 || o.summary.RecordsIn < 5000 {
+		t.Fatalf("summary %+v", o.summary)
+	}
+	if !slices.ContainsFunc(o.summary.Notes, func(n string) bool { return strings.Contains(n, "stopped before the end") }) {
+		t.Fatalf("no note that the run was stopped: %v", o.summary.Notes)
+	}
+}

@@ -1,0 +1,240 @@
+package recordwise
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/state"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
+)
+
+// restoredPoint is a recovery point read back from durable storage: the
+// only thing a new incarnation starts from besides the re-opened sources.
+type restoredPoint struct {
+	found bool
+	id    checkpoint.ID
+	meta  metadata
+	parts map[checkpoint.TaskID]*loadedPart
+	// opStates holds every key group of every stateful stage, whatever
+	// subtask saved it, so each new subtask takes the groups it owns.
+	opStates map[string][]operator.KeyGroupState
+	// sources maps input -> partition -> saved position and event time.
+	sources map[string]map[string]partitionState
+}
+
+type loadedPart struct {
+	desc partDesc
+	in   map[int][]item // input channel state, by channel
+	out  map[int][]item // output channel state, by output channel
+}
+
+// release frees what the restore still holds (state batches are copied
+// into the operators by Restore; in-flight items were moved into channels).
+func (rp *restoredPoint) release() {
+	if rp == nil {
+		return
+	}
+	for _, parts := range rp.opStates {
+		operator.ReleaseStates(parts)
+	}
+	rp.opStates = nil
+	for _, lp := range rp.parts {
+		for _, its := range lp.in {
+			for _, it := range its {
+				it.release()
+			}
+		}
+		for _, its := range lp.out {
+			for _, it := range its {
+				it.release()
+			}
+		}
+		lp.in, lp.out = nil, nil
+	}
+}
+
+// listCheckpoints sorts what storage holds for the run into the two kinds
+// of checkpoint there can be.
+// It also counts the part descriptors of each checkpoint.
+func listCheckpoints(ctx context.Context, store storage.Store, prefix string) (checkpoint.Listing, map[checkpoint.ID]int, error) {
+	objs, err := store.List(ctx, prefix+chkDirPrefix)
+	if err != nil {
+		return checkpoint.Listing{}, nil, err
+	}
+	var l checkpoint.Listing
+	seen := map[checkpoint.ID]bool{}
+	meta := map[checkpoint.ID]bool{}
+	parts := map[checkpoint.ID]int{}
+	for _, o := range objs {
+		id, rest, ok := parseChkName(strings.TrimPrefix(o.Name, prefix))
+		if !ok {
+			continue
+		}
+		if rest == metadataName {
+			meta[id] = true
+		}
+		if strings.HasSuffix(rest, "/"+partName) {
+			parts[id]++
+		}
+		seen[id] = true
+	}
+	for id := range seen {
+		if meta[id] {
+			l.WithMetadata = append(l.WithMetadata, id)
+		} else {
+			l.PartsOnly = append(l.PartsOnly, id)
+		}
+	}
+	slices.Sort(l.WithMetadata)
+	slices.Sort(l.PartsOnly)
+	return l, parts, nil
+}
+
+// deleteCheckpoint removes every object of checkpoint id: the metadata
+// first, so a crash half-way leaves parts without metadata (never restored)
+// rather than metadata naming missing parts.
+func deleteCheckpoint(ctx context.Context, store storage.Store, prefix string, id checkpoint.ID) error {
+	dir := prefix + chkDir(id)
+	if err := store.Delete(ctx, dir+metadataName); err != nil {
+		return err
+	}
+	objs, err := store.List(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := store.Delete(ctx, o.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore chooses and reads the recovery point to resume from: the newest
+// one with metadata, falling back to older complete ones if it cannot be
+// read. Checkpoints with parts but no metadata are deleted first: nothing
+// can complete them any more.
+func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint.RestorePlan, error) {
+	store := inc.env.Store
+	listing, parts, err := listCheckpoints(ctx, store, inc.prefix)
+	if err != nil {
+		return nil, checkpoint.RestorePlan{}, fmt.Errorf("listing recovery points: %w", err)
+	}
+	plan := checkpoint.Restore(listing)
+	inc.listing, inc.rplan, inc.partCounts = listing, plan, parts
+	if h := inc.opts.hooks.onRestore; h != nil {
+		h(store, inc.prefix, listing, plan)
+	}
+	for _, id := range plan.Discard {
+		if err := deleteCheckpoint(ctx, store, inc.prefix, id); err != nil {
+			return nil, plan, fmt.Errorf("discarding incomplete checkpoint %d: %w", id, err)
+		}
+	}
+	if !plan.Found {
+		return &restoredPoint{}, plan, nil
+	}
+	candidates := append([]checkpoint.ID{plan.From}, plan.Fallbacks...)
+	var errs []string
+	for _, id := range candidates {
+		rp, err := inc.load(ctx, id)
+		if err == nil {
+			if id != plan.From {
+				inc.obs.note(fmt.Sprintf("recovery point %d could not be read (%s); resumed from %d", plan.From, errs[0], id))
+			}
+			return rp, plan, nil
+		}
+		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil {
+			return nil, plan, err
+		}
+		errs = append(errs, fmt.Sprintf("%d: %v", id, err))
+	}
+	return nil, plan, fmt.Errorf("no complete recovery point could be read: %s", strings.Join(errs, "; "))
+}
+
+// load reads recovery point id whole, or fails without keeping anything.
+func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restoredPoint, err error) {
+	store := inc.env.Store
+	rp = &restoredPoint{found: true, id: id, parts: map[checkpoint.TaskID]*loadedPart{},
+		opStates: map[string][]operator.KeyGroupState{}, sources: map[string]map[string]partitionState{}}
+	defer func() {
+		if err != nil {
+			rp.release()
+			rp = nil
+		}
+	}()
+	data, err := store.Get(ctx, inc.prefix+metadataKey(id))
+	if err != nil {
+		return rp, fmt.Errorf("metadata: %w", err)
+	}
+	if err := json.Unmarshal(data, &rp.meta); err != nil {
+		return rp, fmt.Errorf("metadata: %w", err)
+	}
+	m := &rp.meta
+	switch {
+	case m.Version != layoutVersion:
+		return rp, fmt.Errorf("metadata version %d, this build reads %d", m.Version, layoutVersion)
+	case m.Checkpoint != uint64(id):
+		return rp, fmt.Errorf("metadata names checkpoint %d", m.Checkpoint)
+	case m.Parallelism != inc.plan.parallelism:
+		return rp, fmt.Errorf("recovery point was taken at parallelism %d, the job runs at %d: recordwise restores in-flight data per channel and needs the same parallelism", m.Parallelism, inc.plan.parallelism)
+	}
+	if err := inc.env.Faults.Point(PointMidRestore, coordinatorWorker); err != nil {
+		return rp, err
+	}
+	for _, mp := range m.Parts {
+		lp := &loadedPart{}
+		data, err := store.Get(ctx, inc.prefix+mp.Key)
+		if err != nil {
+			return rp, fmt.Errorf("part of %s: %w", mp.Task, err)
+		}
+		if err := json.Unmarshal(data, &lp.desc); err != nil {
+			return rp, fmt.Errorf("part of %s: %w", mp.Task, err)
+		}
+		if lp.desc.Version != layoutVersion || lp.desc.Task != mp.Task || lp.desc.Checkpoint != uint64(id) {
+			return rp, fmt.Errorf("part of %s does not belong to checkpoint %d", mp.Task, id)
+		}
+		rp.parts[checkpoint.TaskID(mp.Task)] = lp
+		for _, o := range lp.desc.Ops {
+			data, err := store.Get(ctx, inc.prefix+o.Key)
+			if err != nil {
+				return rp, fmt.Errorf("state of %s in %s: %w", o.Stage, mp.Task, err)
+			}
+			_, parts, err := state.DecodeAll(data, inc.env.Alloc)
+			if err != nil {
+				return rp, fmt.Errorf("state of %s in %s: %w", o.Stage, mp.Task, err)
+			}
+			rp.opStates[o.Stage] = append(rp.opStates[o.Stage], parts...)
+		}
+		for _, s := range lp.desc.Sources {
+			if rp.sources[s.Input] == nil {
+				rp.sources[s.Input] = map[string]partitionState{}
+			}
+			rp.sources[s.Input][s.Partition] = s
+		}
+		if lp.desc.Channels != nil {
+			data, err := store.Get(ctx, inc.prefix+lp.desc.Channels.Key)
+			if err != nil {
+				return rp, fmt.Errorf("in-flight data of %s: %w", mp.Task, err)
+			}
+			streams, err := decodeChannels(data, inc.env.Alloc)
+			if err != nil {
+				return rp, fmt.Errorf("in-flight data of %s: %w", mp.Task, err)
+			}
+			lp.in, lp.out = map[int][]item{}, map[int][]item{}
+			for _, s := range streams {
+				if s.dir == dirInput {
+					lp.in[s.channel] = append(lp.in[s.channel], s.items...)
+				} else {
+					lp.out[s.channel] = append(lp.out[s.channel], s.items...)
+				}
+			}
+		}
+	}
+	return rp, nil
+}

@@ -1,0 +1,168 @@
+package recordwise
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/source"
+)
+
+func batchOf(alloc memory.Allocator, ids ...int64) item {
+	cols := make([]arrow.Array, 4)
+	for i := range cols {
+		a, v := operator.AllocInt64(alloc, len(ids))
+		copy(v, ids)
+		cols[i] = a
+	}
+	return item{kind: kData, batch: operator.NewBatchOwning(source.Schema, len(ids), cols...)}
+}
+
+func idsOf(it item) []int64 {
+	return append([]int64(nil), it.batch.Column(0).(*array.Int64).Int64Values()...)
+}
+
+// A priority barrier goes ahead of what is queued and hands back retained
+// copies of the overtaken rows and watermarks, in order.
+func TestQueuePriority(t *testing.T) {
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	q := newQueue(2, 0, newWaker(), newWaker())
+	now := time.Now()
+	if !q.tryPush(batchOf(alloc, 1, 2), now) || !q.tryPush(item{kind: kWatermark, wm: 7}, now) {
+		t.Fatal("push failed below capacity")
+	}
+	extra := batchOf(alloc, 3)
+	if q.tryPush(extra, now) {
+		t.Fatal("push beyond capacity accepted")
+	}
+	extra.release()
+	over := q.pushPriority(item{kind: kBarrier, id: 5}, now)
+	if len(over) != 2 || over[0].kind != kData || over[1].kind != kWatermark || over[1].wm != 7 {
+		t.Fatalf("overtaken %+v", over)
+	}
+	for _, it := range over {
+		it.release()
+	}
+	want := []itemKind{kBarrier, kData, kWatermark}
+	for i, k := range want {
+		it, ok, _ := q.peek(now)
+		if !ok || it.kind != k {
+			t.Fatalf("item %d: got %v ok=%v, want kind %d", i, it.kind, ok, k)
+		}
+		q.pop().release()
+	}
+}
+
+// A delayed queue delivers nothing before the delay, and items in transit
+// do not count against the capacity.
+func TestQueueDelay(t *testing.T) {
+	q := newQueue(1, 50*time.Millisecond, newWaker(), newWaker())
+	now := time.Now()
+	if !q.tryPush(item{kind: kWatermark, wm: 1}, now) || !q.tryPush(item{kind: kWatermark, wm: 2}, now) {
+		t.Fatal("items in transit counted against the capacity")
+	}
+	if _, ok, at := q.peek(now); ok || at.IsZero() {
+		t.Fatal("delivered before the delay")
+	}
+	if it, ok, _ := q.peek(now.Add(60 * time.Millisecond)); !ok || it.wm != 1 {
+		t.Fatal("not delivered after the delay")
+	}
+}
+
+func TestChannelStateRoundTrip(t *testing.T) {
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	streams := []chanStream{
+		{dir: dirInput, channel: 3, items: []item{batchOf(alloc, 1, 2, 3), {kind: kWatermark, wm: 42}, batchOf(alloc, 4)}},
+		{dir: dirOutput, channel: 0, items: []item{{kind: kWatermark, wm: -5}}},
+	}
+	var buf bytes.Buffer
+	if err := encodeChannels(&buf, streams); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
+		for _, it := range s.items {
+			it.release()
+		}
+	}
+	got, err := decodeChannels(buf.Bytes(), alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].channel != 3 || got[0].dir != dirInput || len(got[0].items) != 3 ||
+		got[1].dir != dirOutput || len(got[1].items) != 1 || got[1].items[0].wm != -5 {
+		t.Fatalf("decoded %+v", got)
+	}
+	if ids := idsOf(got[0].items[0]); len(ids) != 3 || ids[2] != 3 || got[0].items[1].wm != 42 || idsOf(got[0].items[2])[0] != 4 {
+		t.Fatalf("decoded items wrong")
+	}
+	for _, s := range got {
+		for _, it := range s.items {
+			it.release()
+		}
+	}
+	// Every truncation is rejected, and leaks nothing.
+	for n := 0; n < buf.Len(); n += 7 {
+		if out, err := decodeChannels(buf.Bytes()[:n], alloc); err == nil {
+			t.Fatalf("truncated to %d bytes: decoded %v", n, out)
+		}
+	}
+}
+
+func TestPlanChains(t *testing.T) {
+	want := map[string]string{
+		"keyed-count":  "source[filter]>count | count[count]+sink",
+		"windowed-sum": "source[filter]>window | window[window]+sink",
+		"join":         "orders[]>join | payments[]>join | join[join]+sink",
+		"etl":          "source[filter project]+sink",
+	}
+	for name, w := range want {
+		j, err := job.Build(name, job.DefaultParams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := buildPlan(j, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for i, c := range pl.chains {
+			if i > 0 {
+				got += " | "
+			}
+			got += c.name + "["
+			for k, o := range c.ops {
+				if k > 0 {
+					got += " "
+				}
+				got += o.ID
+			}
+			got += "]"
+			if c.sink {
+				got += "+sink"
+			}
+			for _, o := range c.outputs {
+				got += ">" + o.to.name
+			}
+		}
+		if got != w {
+			t.Errorf("%s: chains %q, want %q", name, got, w)
+		}
+		if name == "join" {
+			jc := pl.chains[2]
+			if n := jc.inputChannels(3); n != 6 {
+				t.Errorf("join task has %d input channels, want 6", n)
+			}
+			if port, from := jc.channelPort(4, 0, 3); port != 1 || from != 1 {
+				t.Errorf("channel 4 is port %d from %d, want port 1 from subtask 1", port, from)
+			}
+		}
+	}
+}
