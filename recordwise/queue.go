@@ -191,10 +191,16 @@ func (q *queue) pushPriority(it item, now time.Time) []item {
 }
 
 // peek returns the head item if it may be delivered now. When the head is
-// delayed it returns the time it becomes deliverable.
+// delayed it returns the time it becomes deliverable. It only looks: the
+// head may change before the caller acts on it (a producer's pushPriority
+// puts a barrier in front), so a consumer removes items with take.
 func (q *queue) peek(now time.Time) (it item, ok bool, readyAt time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.headLocked(now)
+}
+
+func (q *queue) headLocked(now time.Time) (it item, ok bool, readyAt time.Time) {
 	if q.lenLocked() == 0 {
 		return item{}, false, time.Time{}
 	}
@@ -205,11 +211,21 @@ func (q *queue) peek(now time.Time) (it item, ok bool, readyAt time.Time) {
 	return h, true, time.Time{}
 }
 
-// pop removes the head item, which peek returned.
-func (q *queue) pop() item {
+// take removes and returns the head item if it may be delivered now and,
+// when want is not nil, want accepts it. Looking at the head and removing
+// it is one step under the lock: between a separate peek and pop the
+// producer may put an overtaking barrier at the head, and the pop would
+// then remove the barrier while the caller handles (and releases) the data
+// item, which stays queued and is delivered again after its release. When
+// the head is delayed it returns the time it becomes deliverable.
+func (q *queue) take(now time.Time, want func(item) bool) (it item, ok bool, readyAt time.Time) {
 	q.mu.Lock()
+	it, ok, readyAt = q.headLocked(now)
+	if !ok || (want != nil && !want(it)) {
+		q.mu.Unlock()
+		return item{}, false, readyAt
+	}
 	was := q.lenLocked()
-	it := q.items[q.head]
 	q.items[q.head] = item{}
 	q.head++
 	if q.head == len(q.items) {
@@ -223,7 +239,7 @@ func (q *queue) pop() item {
 	if was >= q.capacity {
 		q.producer.ring()
 	}
-	return it
+	return it, true, time.Time{}
 }
 
 // drain removes and returns everything queued (teardown).

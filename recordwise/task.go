@@ -347,14 +347,13 @@ func (t *task) input() bool {
 			if t.handler.Blocked(barrier.Channel(c)) {
 				continue
 			}
-			it, ok, readyAt := t.in[c].peek(t.now)
+			it, ok, readyAt := t.in[c].take(t.now, nil)
 			if !ok {
 				if !readyAt.IsZero() && (t.nextReady.IsZero() || readyAt.Before(t.nextReady)) {
 					t.nextReady = readyAt
 				}
 				continue
 			}
-			t.in[c].pop()
 			t.rr = c + 1
 			t.onItem(c, it)
 			took = true
@@ -379,11 +378,10 @@ func (t *task) markers() bool {
 		if t.handler.Blocked(barrier.Channel(c)) {
 			continue
 		}
-		it, ok, _ := t.in[c].peek(t.now)
-		if !ok || (it.kind != kBarrier && it.kind != kCancel) {
+		it, ok, _ := t.in[c].take(t.now, isMarker)
+		if !ok {
 			continue
 		}
-		t.in[c].pop()
 		t.onItem(c, it)
 		progress = true
 		if !t.ok() {
@@ -392,6 +390,8 @@ func (t *task) markers() bool {
 	}
 	return progress
 }
+
+func isMarker(it item) bool { return it.kind == kBarrier || it.kind == kCancel }
 
 // onItem hands one input item to the barrier handler and carries out what
 // it decides.

@@ -12,6 +12,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
 func batchOf(alloc memory.Allocator, ids ...int64) item {
@@ -52,11 +53,11 @@ func TestQueuePriority(t *testing.T) {
 	}
 	want := []itemKind{kBarrier, kData, kWatermark}
 	for i, k := range want {
-		it, ok, _ := q.peek(now)
+		it, ok, _ := q.take(now, nil)
 		if !ok || it.kind != k {
 			t.Fatalf("item %d: got %v ok=%v, want kind %d", i, it.kind, ok, k)
 		}
-		q.pop().release()
+		it.release()
 	}
 }
 
@@ -164,5 +165,75 @@ func TestPlanChains(t *testing.T) {
 				t.Errorf("channel 4 is port %d from %d, want port 1 from subtask 1", port, from)
 			}
 		}
+	}
+}
+
+// A consumer taking items while its producer puts overtaking barriers at
+// the head of the channel gets every item exactly once: looking at the head
+// and removing it is one step. (When they were two, a barrier pushed in
+// between was removed in place of the data item the consumer had looked
+// at, which was then processed, released, and delivered again.)
+func TestQueueTakeRacesPriority(t *testing.T) {
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	const rows, every = 20000, 5
+	consumer, producer := newWaker(), newWaker()
+	q := newQueue(4, 0, consumer, producer)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		id := 0
+		for i := int64(0); i < rows; i++ {
+			it := batchOf(alloc, i)
+			for !q.tryPush(it, time.Now()) {
+				<-producer
+			}
+			if i%every == every-1 {
+				id++
+				for _, o := range q.pushPriority(item{kind: kBarrier, id: checkpoint.ID(id)}, time.Now()) {
+					o.release()
+				}
+			}
+		}
+		for !q.tryPush(item{kind: kEnd}, time.Now()) {
+			<-producer
+		}
+	}()
+	next, barriers := int64(0), map[checkpoint.ID]bool{}
+	for ended := false; !ended; {
+		var it item
+		var ok bool
+		if next%3 == 0 {
+			it, ok, _ = q.take(time.Now(), isMarker)
+		}
+		if !ok {
+			it, ok, _ = q.take(time.Now(), nil)
+		}
+		if !ok {
+			<-consumer
+			continue
+		}
+		switch it.kind {
+		case kData:
+			if it.batch.NumCols() != 4 {
+				t.Fatalf("row %d: delivered after its release", next)
+			}
+			if got := idsOf(it)[0]; got != next {
+				t.Fatalf("got row %d, want %d", got, next)
+			}
+			next++
+		case kBarrier:
+			if barriers[it.id] {
+				t.Fatalf("barrier %d delivered twice", it.id)
+			}
+			barriers[it.id] = true
+		case kEnd:
+			ended = true
+		}
+		it.release()
+	}
+	<-done
+	if next != rows || len(barriers) != rows/every {
+		t.Fatalf("got %d rows and %d barriers, want %d and %d", next, len(barriers), rows, rows/every)
 	}
 }
