@@ -244,6 +244,11 @@ func (t *task) maybeFinished() {
 // right after that batch's rows (or, unaligned, ahead of the rows still
 // queued in the channels, which are then persisted with the part).
 func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
+	if t.ck != nil {
+		// A checkpoint this source never finished (it was given up) must not
+		// keep the memory of its copied state and channel contents.
+		t.ck.release()
+	}
 	ck := &pendingCk{id: id, triggered: at, firstAt: time.Now()}
 	t.ck = ck
 	start := time.Now()
