@@ -53,7 +53,8 @@ type Config struct {
 	// time (0 = not set).
 	JobRecords  int64
 	JobInterval time.Duration
-	// LostPieceRecovery is lineage or rerun-batch.
+	// LostPieceRecovery is rerun-batch; lineage is refused by the CLI until
+	// an executor uses package lineage (issue #6).
 	LostPieceRecovery string
 	Fails             []fault.Spec
 	Seed              int64
