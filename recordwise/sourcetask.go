@@ -244,13 +244,7 @@ func (t *task) maybeFinished() {
 // right after that batch's rows (or, unaligned, ahead of the rows still
 // queued in the channels, which are then persisted with the part).
 func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
-	if t.ck != nil {
-		// A checkpoint this source never finished (it was given up) must not
-		// keep the memory of its copied state and channel contents.
-		t.ck.release()
-	}
-	ck := &pendingCk{id: id, triggered: at, firstAt: time.Now()}
-	t.ck = ck
+	ck := t.beginCheckpoint(id, at)
 	start := time.Now()
 	t.ckFlush()
 	if !t.ok() {
@@ -264,29 +258,11 @@ func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
 		}
 	}
 	ck.forwarded = true
-	if t.snk != nil {
-		if !t.point(PointSinkBeforePrecommit) {
-			return
-		}
-		held, err := t.snk.precommit(t.ctx, id)
-		if err != nil {
-			t.fail(err)
-			return
-		}
-		t.inc.coord.hold(id, held)
-		if !t.point(PointSinkAfterPrecommit) {
-			return
-		}
+	if !t.precommitSink(id) {
+		return
 	}
-	for i, op := range t.ops {
-		if sf, ok := op.(operator.Stateful); ok {
-			parts, err := sf.Snapshot()
-			if err != nil {
-				t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
-				return
-			}
-			ck.ops = append(ck.ops, opSnap{stage: t.ch.ops[i].ID, parts: parts})
-		}
+	if !t.snapshotOperators(ck) {
+		return
 	}
 	ck.sources = t.src.positions()
 	ck.outWM = t.wm

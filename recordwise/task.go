@@ -425,10 +425,7 @@ func (t *task) exec(actions []barrier.Action) {
 		case barrier.Process[item]:
 			t.processItem(int(a.Channel), a.Item.Value)
 		case barrier.AlignmentStarted:
-			if t.ck != nil {
-				t.ck.release() // cannot happen: the handler aborts first
-			}
-			t.ck = &pendingCk{id: a.Checkpoint, triggered: t.lastBornB, firstAt: time.Now()}
+			t.beginCheckpoint(a.Checkpoint, t.lastBornB)
 		case barrier.BlockChannel:
 			if t.ck != nil && !t.ck.blocked {
 				t.ck.blocked = true
@@ -588,17 +585,8 @@ func (t *task) snapshot(id checkpoint.ID, unaligned, timedOut bool) {
 	if !t.ok() {
 		return
 	}
-	for i, op := range t.ops {
-		sf, ok := op.(operator.Stateful)
-		if !ok {
-			continue
-		}
-		parts, err := sf.Snapshot()
-		if err != nil {
-			t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
-			return
-		}
-		ck.ops = append(ck.ops, opSnap{stage: t.ch.ops[i].ID, parts: parts})
+	if !t.snapshotOperators(ck) {
+		return
 	}
 	ck.inWM = slices.Clone(t.inWM)
 	ck.outWM = t.wm
@@ -630,19 +618,8 @@ func (t *task) forward(id checkpoint.ID, overtaking bool) {
 			ck.outState = st
 		}
 	}
-	if t.snk != nil {
-		if !t.point(PointSinkBeforePrecommit) {
-			return
-		}
-		held, err := t.snk.precommit(t.ctx, id)
-		if err != nil {
-			t.fail(err)
-			return
-		}
-		t.inc.coord.hold(id, held)
-		if !t.point(PointSinkAfterPrecommit) {
-			return
-		}
+	if !t.precommitSink(id) {
+		return
 	}
 	ck.forwarded = true
 	if ck.snapAt.IsZero() {
@@ -650,6 +627,54 @@ func (t *task) forward(id checkpoint.ID, overtaking bool) {
 	}
 	ck.sync += time.Since(start)
 	t.afterSync()
+}
+
+// beginCheckpoint makes id the task's pending checkpoint. A pending one that
+// never finished here (it was given up) is released first, so its copied
+// state and channel contents do not outlive it.
+func (t *task) beginCheckpoint(id checkpoint.ID, triggered time.Time) *pendingCk {
+	if t.ck != nil {
+		t.ck.release()
+	}
+	t.ck = &pendingCk{id: id, triggered: triggered, firstAt: time.Now()}
+	return t.ck
+}
+
+// precommitSink closes the sink's epoch id (the pre-commit of a
+// transactional sink) and hands what it holds to the coordinator. It
+// reports false when the task crashed at a named point or failed.
+func (t *task) precommitSink(id checkpoint.ID) bool {
+	if t.snk == nil {
+		return true
+	}
+	if !t.point(PointSinkBeforePrecommit) {
+		return false
+	}
+	held, err := t.snk.precommit(t.ctx, id)
+	if err != nil {
+		t.fail(err)
+		return false
+	}
+	t.inc.coord.hold(id, held)
+	return t.point(PointSinkAfterPrecommit)
+}
+
+// snapshotOperators copies the state of every stateful operator of the
+// chain into ck. It reports false when a snapshot failed (the task fails).
+func (t *task) snapshotOperators(ck *pendingCk) bool {
+	for i, op := range t.ops {
+		sf, ok := op.(operator.Stateful)
+		if !ok {
+			continue
+		}
+		parts, err := sf.Snapshot()
+		if err != nil {
+			t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
+			return false
+		}
+		ck.ops = append(ck.ops, opSnap{stage: t.ch.ops[i].ID, parts: parts})
+	}
+	return true
 }
 
 func (t *task) afterSync() {
@@ -714,40 +739,18 @@ func (t *task) end() {
 // snapshots on the coordinator's word, without a barrier: there is no
 // channel left to carry one.
 func (t *task) finalSnapshot(id checkpoint.ID, at time.Time) {
-	if t.ck != nil {
-		t.ck.release()
-	}
-	ck := &pendingCk{id: id, triggered: at, firstAt: time.Now()}
-	t.ck = ck
+	ck := t.beginCheckpoint(id, at)
 	start := time.Now()
 	t.ckFlush()
 	if !t.ok() {
 		return
 	}
-	if t.snk != nil {
-		if !t.point(PointSinkBeforePrecommit) {
-			return
-		}
-		held, err := t.snk.precommit(t.ctx, id)
-		if err != nil {
-			t.fail(err)
-			return
-		}
-		t.inc.coord.hold(id, held)
-		if !t.point(PointSinkAfterPrecommit) {
-			return
-		}
+	if !t.precommitSink(id) {
+		return
 	}
 	ck.forwarded = true
-	for i, op := range t.ops {
-		if sf, ok := op.(operator.Stateful); ok {
-			parts, err := sf.Snapshot()
-			if err != nil {
-				t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
-				return
-			}
-			ck.ops = append(ck.ops, opSnap{stage: t.ch.ops[i].ID, parts: parts})
-		}
+	if !t.snapshotOperators(ck) {
+		return
 	}
 	if t.src != nil {
 		ck.sources = t.src.positions()

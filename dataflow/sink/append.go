@@ -6,8 +6,6 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
-
-	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // appendSink publishes every flush as a new visible file. It never
@@ -58,12 +56,6 @@ func (s *appendSink) seq(subtask, attempt int) int {
 type appendWriter struct {
 	*writerBase
 	s *appendSink
-}
-
-func (w *appendWriter) Write(epoch int64, batch arrow.RecordBatch) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buffer(epoch, batch)
 }
 
 // Flush publishes everything buffered, whatever its epoch, as one new

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -192,12 +191,6 @@ func (s *idempotentSink) Finish() error {
 type idempotentWriter struct {
 	*writerBase
 	s *idempotentSink
-}
-
-func (w *idempotentWriter) Write(epoch int64, batch arrow.RecordBatch) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buffer(epoch, batch)
 }
 
 // Flush upserts everything buffered in one bbolt transaction, which bbolt

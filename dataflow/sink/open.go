@@ -238,6 +238,14 @@ func (w *writerBase) columnsOf(batch arrow.RecordBatch) ([]*array.Int64, error) 
 	return arrs, nil
 }
 
+// Write buffers rows of epoch; every mode writes the same way and differs
+// only in what Flush does with the buffers.
+func (w *writerBase) Write(epoch int64, batch arrow.RecordBatch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buffer(epoch, batch)
+}
+
 // buffer appends batch to the buffer of epoch.
 func (w *writerBase) buffer(epoch int64, batch arrow.RecordBatch) error {
 	if err := w.check(); err != nil {

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // StagingDir is the transactional sink's directory of pre-committed files
@@ -258,12 +256,6 @@ func (s *txnSink) Recover(complete int64) error {
 type txnWriter struct {
 	*writerBase
 	s *txnSink
-}
-
-func (w *txnWriter) Write(epoch int64, batch arrow.RecordBatch) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buffer(epoch, batch)
 }
 
 // Flush pre-commits every buffered epoch <= epoch: one staged file per
