@@ -11,9 +11,11 @@ test:
 demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
-## bench: every go benchmark once (figures vary on a shared machine: compare ratios within one run)
+## bench: every go benchmark once (figures vary on a shared machine: compare ratios within one run),
+## then the executors side by side with one crash each (report in bench-report/)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./...
+	$(GO) run ./cmd/rewind bench --report bench-report
 
 build:
 	$(GO) build -o bin/rewind ./cmd/rewind

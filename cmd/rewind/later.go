@@ -6,19 +6,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// The commands below are part of the CLI's shape from the start so scripts
-// and docs can name them; each says plainly that it is not built yet.
-
-func newBenchCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "bench",
-		Short: "Run the same job under every executor with one fault schedule and compare (not implemented yet)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("rewind bench is not implemented yet: it arrives with the executors (issues #3 to #6)")
-		},
-	}
-}
+// The command below is part of the CLI's shape from the start so scripts
+// and docs can name it; it says plainly that it is not built yet.
 
 func newTraceCmd() *cobra.Command {
 	return &cobra.Command{

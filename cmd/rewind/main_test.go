@@ -268,3 +268,52 @@ func TestBadStorageAndInputsAreClearErrorsNotPanics(t *testing.T) {
 		t.Error("rewind inspect created the directory it was asked to inspect")
 	}
 }
+
+func TestBenchComparesAndChecksEveryContestant(t *testing.T) {
+	code, stdout, stderr := rewind(t, "bench", "--input", "gen:records=6000,keys=40", "--executors", "microbatch,recordwise/unaligned",
+		"--sink-mode", "transactional", "--trigger", "5ms", "--checkpoint-interval", "5ms", "--summary", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Results []struct {
+			Contestant string
+			Clean      struct{ Correct bool }
+			Crash      struct {
+				Correct bool
+				Fails   []string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(lastLine(stdout)), &rep); err != nil {
+		t.Fatalf("last line is not the JSON report: %v\n%s", err, stdout)
+	}
+	if len(rep.Results) != 2 || rep.Results[1].Contestant != "recordwise/unaligned" {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	for _, r := range rep.Results {
+		if !r.Clean.Correct || !r.Crash.Correct || len(r.Crash.Fails) != 1 || r.Crash.Fails[0] != "worker=0,after-records=3000" {
+			t.Errorf("%s: %+v", r.Contestant, r)
+		}
+	}
+	if !strings.Contains(stderr, "[4/4]") {
+		t.Errorf("no progress on stderr: %s", stderr)
+	}
+}
+
+func TestBenchRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--executors", "spark"},
+		{"--executors", "reference"},
+		{"--fail", "point=batch.mid-run"},
+		{"--fail", "worker=5,after-records=10"},
+		{"--fail", "none", "--fail", "worker=0,after-records=10"},
+		{"--parallelism", "0"},
+		{"--job", "nope"},
+	} {
+		code, _, stderr := rewind(t, append([]string{"bench"}, args...)...)
+		if code != exitUsage || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("bench %v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
@@ -75,12 +76,25 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, stdout, stderr) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.job, "job", "keyed-count", "built-in job: "+strings.Join(job.Names(), ", "))
 	fl.StringVar(&f.executor, "executor", "reference", "recovery model: "+strings.Join(executorNames(), ", "))
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
+	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N or point=NAME[,occurrence=K] (repeatable)")
+	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
+	fl.StringVar(&f.progress, "progress", "", "progress events: json (one line each on stderr); default none")
+	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
+	fl.BoolVar(&f.listFailPoints, "list-fail-points", false, "list the named crash points of --executor and exit")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
+	f.addJobFlags(fl)
+	return cmd
+}
+
+// addJobFlags registers the flags that describe the job and how executors
+// run it; `rewind run` and `rewind bench` share them.
+func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&f.job, "job", "keyed-count", "built-in job: "+strings.Join(job.Names(), ", "))
 	fl.DurationVar(&f.alignmentTimeout, "alignment-timeout", 0, "recordwise: switch a checkpoint to unaligned after aligning this long (0 = never)")
 	fl.StringArrayVar(&f.inputs, "input", nil, "input source SPEC, or NAME=SPEC for jobs with several inputs (gen:…, file:PATH, push:…); default: generated")
-	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
 	fl.StringVar(&f.outputFormat, "output-format", "parquet", "output file format: parquet, csv")
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
 	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
@@ -100,20 +114,14 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.DurationVar(&f.window, "window", time.Second, "windowed-sum: tumbling window size")
 	fl.DurationVar(&f.joinWindow, "join-window", 10*time.Second, "join: max |orders.ts - payments.ts|")
 	fl.DurationVar(&f.disorder, "max-disorder", 0, "how far event time may go backwards within a partition")
-	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N or point=NAME[,occurrence=K] (repeatable)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed for generated inputs and random fault schedules")
-	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
-	fl.StringVar(&f.progress, "progress", "", "progress events: json (one line each on stderr); default none")
-	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
-	fl.BoolVar(&f.listFailPoints, "list-fail-points", false, "list the named crash points of --executor and exit")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
-	return cmd
 }
 
 func millis(d time.Duration) int64 { return d.Milliseconds() }
 
 // config validates the flags into a run.Config. Every problem is a
-// usageError naming the flag and what is allowed.
+// usageError naming the flag and what is allowed. A nil exec skips the
+// checks of --fail against one executor.
 func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	var cfg run.Config
 	var err error
@@ -207,6 +215,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		}
 		cfg.Fails = append(cfg.Fails, s)
 	}
+	if exec == nil { // rewind bench validates its fault schedule per contestant
+		return cfg, j, nil
+	}
 	if len(cfg.Fails) > 0 && exec.Name() == "reference" {
 		return cfg, nil, usagef("invalid --fail: the reference executor is the failure-free oracle; choose another --executor to inject crashes")
 	}
@@ -254,20 +265,8 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	defer env.Close()
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
-	s, err := exec.Run(ctx, env)
+	s, err := run.Execute(ctx, exec, env)
 	if err != nil {
-		return fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
-	}
-	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
-	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
-	if exec.Name() == "recordwise" {
-		b := cfg.Barriers
-		s.Barriers = &b
-	}
-	if exec.Name() == "reference" {
-		s.Parallelism = 1
-	}
-	if err := run.Finish(env, s); err != nil {
 		return err
 	}
 	if f.summary == "json" {

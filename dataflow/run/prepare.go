@@ -188,6 +188,30 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 	return env, nil
 }
 
+// Execute runs exec on env, fills in the summary's description of the run
+// (job, executor, barriers, sink, inputs, output) and measures the output
+// with Finish. The CLI and the benchmark harness both run jobs through it.
+func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
+	cfg := env.Config
+	s, err := exec.Run(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
+	}
+	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
+	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
+	if exec.Name() == "recordwise" {
+		b := cfg.Barriers
+		s.Barriers = &b
+	}
+	if exec.Name() == "reference" {
+		s.Parallelism = 1
+	}
+	if err := Finish(env, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Finish completes the sink and measures the output directory into s:
 // visible rows, resolved rows and duplicates.
 func Finish(env *Env, s *Summary) error {
