@@ -189,11 +189,16 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 }
 
 // Execute runs exec on env, fills in the summary's description of the run
-// (job, executor, barriers, sink, inputs, output) and measures the output
-// with Finish. The CLI and the benchmark harness both run jobs through it.
+// (job, executor, barriers, sink, inputs, output), folds its progress
+// events into the summary's history and measures the output with Finish. The CLI and the benchmark harness both run jobs through it.
 func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	cfg := env.Config
+	// Every run keeps its progress history for the summary; the events
+	// still reach the --progress destination, if there is one.
+	hist := NewHistory(env.Config.Progress)
+	env.Config.Progress = hist
 	s, err := exec.Run(ctx, env)
+	env.Config.Progress = cfg.Progress
 	if err != nil {
 		return nil, fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
 	}
@@ -206,6 +211,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	if exec.Name() == "reference" {
 		s.Parallelism = 1
 	}
+	hist.Fold(s)
 	if err := Finish(env, s); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -49,6 +50,10 @@ type Summary struct {
 	Recoveries  []Recovery   `json:"recoveries"`
 	Checkpoints *Checkpoints `json:"checkpoints"`
 	LatencyMs   *Latency     `json:"latency_ms"`
+
+	// History is the run's progress events folded in: counts per kind and
+	// the newest few of each (per batch, per checkpoint, per finite job).
+	History *ProgressHistory `json:"history"`
 
 	ThroughputRPS float64 `json:"throughput_rps"`
 	WallMs        float64 `json:"wall_ms"`
@@ -114,6 +119,17 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  recovery points: %d completed, %d failed, %d aborted\n", s.Checkpoints.Completed, s.Checkpoints.Failed, s.Checkpoints.Aborted)
 	}
 	fmt.Fprintf(&b, "  crashes %d, late rows %d, lost records %d\n", s.Crashes, s.LateRows, s.LostRecords)
+	if s.History != nil {
+		kinds := make([]string, 0, len(s.History.Counts))
+		for k := range s.History.Counts {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for i, k := range kinds {
+			kinds[i] = fmt.Sprintf("%s %d", k, s.History.Counts[k])
+		}
+		fmt.Fprintf(&b, "  progress events: %s (the newest of each are in --summary json)\n", strings.Join(kinds, ", "))
+	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
