@@ -14,54 +14,35 @@ import (
 // written; an incomplete one shows how many units its ledger holds, which
 // is what a restarted coordinator will not redo.
 func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
-	type key struct {
-		run string
-		job int
-	}
-	points := map[key]*run.RecoveryPoint{}
-	var order []key
-	success := map[key]bool{}
-	maps, reduces := map[key]int{}, map[key]int{}
+	set := run.NewPointSet("diskphase", "finite job")
+	success := map[*run.RecoveryPoint]bool{}
+	maps, reduces := map[*run.RecoveryPoint]int{}, map[*run.RecoveryPoint]int{}
 	for _, o := range objs {
-		rest, ok := strings.CutPrefix(o.Name, "diskphase/")
-		if !ok {
-			continue
-		}
-		f := strings.SplitN(rest, "/", 3) // job, run id, the rest
-		if len(f) != 3 || len(f[2]) < 8 || f[2][0] != 'j' || f[2][7] != '/' {
+		runName, rest, ok := run.SplitRunName(o.Name, "diskphase")
+		if !ok || len(rest) < 8 || rest[0] != 'j' || rest[7] != '/' {
 			continue // run.json, coordinator markers
 		}
-		j, err := strconv.Atoi(f[2][1:7])
+		j, err := strconv.Atoi(rest[1:7])
 		if err != nil || j < 0 {
 			continue
 		}
-		k := key{f[0] + "/" + f[1], j}
-		p := points[k]
-		if p == nil {
-			p = &run.RecoveryPoint{Executor: "diskphase", Run: k.run, Kind: "finite job", ID: int64(j)}
-			points[k] = p
-			order = append(order, k)
-		}
-		p.Add(o)
-		pn := newNames(f[0], f[1]).parse(o.Name)
+		p := set.Add(runName, int64(j), o)
+		jobName, runID, _ := strings.Cut(runName, "/")
+		pn := newNames(jobName, runID).parse(o.Name)
 		switch {
 		case pn.kind == objSuccess:
-			success[k] = true
+			success[p] = true
 		case pn.kind == objLedger && pn.unit.Kind == kindReduce:
-			reduces[k]++
+			reduces[p]++
 		case pn.kind == objLedger:
-			maps[k]++
+			maps[p]++
 		}
 	}
-	out := make([]run.RecoveryPoint, 0, len(order))
-	for _, k := range order {
-		p := points[k]
-		if success[k] {
+	return set.Finish(func(p *run.RecoveryPoint) {
+		if success[p] {
 			p.Complete, p.Status = true, "committed (_SUCCESS)"
 		} else {
-			p.Status = fmt.Sprintf("running or interrupted: ledger holds %d map and %d reduce units (a restart redoes only the others)", maps[k], reduces[k])
+			p.Status = fmt.Sprintf("running or interrupted: ledger holds %d map and %d reduce units (a restart redoes only the others)", maps[p], reduces[p])
 		}
-		out = append(out, *p)
-	}
-	return out
+	})
 }

@@ -10,41 +10,31 @@ import (
 // RecoveryPoints implements run.Inspector: one entry per batch id found
 // under microbatch/<job>/<run id>/, complete when its commit entry exists.
 func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
-	type key struct {
-		run string
-		id  int64
-	}
-	points := map[key]*run.RecoveryPoint{}
-	var order []key
-	have := map[key]map[string]bool{}
+	set := run.NewPointSet("microbatch", "batch")
+	has := map[*run.RecoveryPoint]map[string]bool{}
 	for _, o := range objs {
-		rest, ok := strings.CutPrefix(o.Name, "microbatch/")
+		runName, rest, ok := run.SplitRunName(o.Name, "microbatch")
 		if !ok {
 			continue
 		}
-		parts := strings.SplitN(rest, "/", 4) // job, run id, dir, name
-		if len(parts) != 4 {
+		var dir string
+		for _, d := range []string{dirOffsets, dirCommits, dirState} {
+			if strings.HasPrefix(rest, d) {
+				dir = d
+			}
+		}
+		id, ok := parseID(rest[len(dir):])
+		if dir == "" || !ok {
 			continue
 		}
-		dir := parts[2] + "/"
-		id, ok := parseID(parts[3])
-		if !ok || (dir != dirOffsets && dir != dirCommits && dir != dirState) {
-			continue
+		p := set.Add(runName, id, o)
+		if has[p] == nil {
+			has[p] = map[string]bool{}
 		}
-		k := key{parts[0] + "/" + parts[1], id}
-		p := points[k]
-		if p == nil {
-			p = &run.RecoveryPoint{Executor: "microbatch", Run: k.run, Kind: "batch", ID: id}
-			points[k], have[k] = p, map[string]bool{}
-			order = append(order, k)
-		}
-		p.Add(o)
-		have[k][dir] = true
+		has[p][dir] = true
 	}
-	out := make([]run.RecoveryPoint, 0, len(order))
-	for _, k := range order {
-		p, h := points[k], have[k]
-		switch {
+	return set.Finish(func(p *run.RecoveryPoint) {
+		switch h := has[p]; {
 		case h[dirCommits]:
 			p.Complete, p.Status = true, "committed"
 		case h[dirOffsets] && h[dirState]:
@@ -54,7 +44,5 @@ func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
 		default:
 			p.Status = "state objects without an offsets entry: left over, never read"
 		}
-		out = append(out, *p)
-	}
-	return out
+	})
 }

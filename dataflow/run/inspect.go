@@ -1,6 +1,7 @@
 package run
 
 import (
+	"strings"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -45,4 +46,61 @@ func (p *RecoveryPoint) Add(o storage.Object) {
 // corrupt one; `inspect --verify` checks the contents separately.
 type Inspector interface {
 	RecoveryPoints(objs []storage.Object) []RecoveryPoint
+}
+
+// SplitRunName splits an object name "<executor>/<job>/<run id>/<rest>"
+// into "<job>/<run id>" and rest; ok is false for names of other executors
+// or of another shape.
+func SplitRunName(name, executor string) (runName, rest string, ok bool) {
+	after, ok := strings.CutPrefix(name, executor+"/")
+	if !ok {
+		return "", "", false
+	}
+	f := strings.SplitN(after, "/", 3)
+	if len(f) != 3 || f[0] == "" || f[1] == "" {
+		return "", "", false
+	}
+	return f[0] + "/" + f[1], f[2], true
+}
+
+// PointSet groups the objects of a listing into recovery points by run and
+// id, in the order they are first seen; each executor's Inspector decides
+// which objects belong to which point and when a point is complete.
+type PointSet struct {
+	executor, kind string
+	byKey          map[pointKey]*RecoveryPoint
+	order          []*RecoveryPoint
+}
+
+type pointKey struct {
+	run string
+	id  int64
+}
+
+// NewPointSet returns an empty set of points of one executor and kind.
+func NewPointSet(executor, kind string) *PointSet {
+	return &PointSet{executor: executor, kind: kind, byKey: map[pointKey]*RecoveryPoint{}}
+}
+
+// Add counts o into the point (runName, id), creating it, and returns it.
+func (s *PointSet) Add(runName string, id int64, o storage.Object) *RecoveryPoint {
+	k := pointKey{runName, id}
+	p := s.byKey[k]
+	if p == nil {
+		p = &RecoveryPoint{Executor: s.executor, Run: runName, Kind: s.kind, ID: id}
+		s.byKey[k] = p
+		s.order = append(s.order, p)
+	}
+	p.Add(o)
+	return p
+}
+
+// Finish lets judge set Complete and Status on every point and returns them.
+func (s *PointSet) Finish(judge func(p *RecoveryPoint)) []RecoveryPoint {
+	out := make([]RecoveryPoint, len(s.order))
+	for i, p := range s.order {
+		judge(p)
+		out[i] = *p
+	}
+	return out
 }
