@@ -1,0 +1,58 @@
+package storage
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// writeStreaming splits the payload into writeback chunks and writes the
+// last one together with the trailer; every split must give back exactly
+// payload + trailer.
+func TestWriteStreamingBoundaries(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 128 << 10, 128<<10 + 1, 256 << 10, 1<<20 + 7, 9 << 20} {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i*7 + i>>9)
+		}
+		for _, withTrailer := range []bool{false, true} {
+			p := filepath.Join(dir, "f")
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var trailer func() []byte
+			want := payload
+			if withTrailer {
+				tr := makeTrailer(payload)
+				trailer = func() []byte { return tr[:] }
+				want = append(bytes.Clone(payload), tr[:]...)
+			}
+			if err := writeStreaming(f, payload, trailer); err != nil {
+				t.Fatalf("n=%d trailer=%v: %v", n, withTrailer, err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("n=%d trailer=%v: file has %d bytes, want %d (or content differs)", n, withTrailer, len(got), len(want))
+			}
+		}
+	}
+}
+
+func TestWritebackChunkBounds(t *testing.T) {
+	for _, c := range []struct{ size, want int }{
+		{0, 128 << 10}, {1 << 20, 128 << 10}, {4 << 20, 512 << 10}, {16 << 20, 1 << 20}, {1 << 30, 1 << 20},
+	} {
+		if got := writebackChunk(c.size); got != c.want {
+			t.Errorf("writebackChunk(%d) = %d, want %d", c.size, got, c.want)
+		}
+	}
+}
