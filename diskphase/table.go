@@ -25,12 +25,13 @@ import (
 // encoded into memory and published as one storage object each, so a
 // reader sees the whole file or nothing.
 //
-// Encoding goes through parquet-go's GenericWriter: rows are copied into a
-// struct with one int64 field per column (the widths below) and the Go field
-// names are renamed to the table's column names with StructTag options, so
-// the writer keeps its reflection-free fast path while the file carries the
-// job's own column names. The benchmarks in bench_test.go compare it with
-// the column-buffer path (WriteInt64s into parquet.Buffer columns).
+// Encoding goes through the direct encoder (table_direct.go), which writes
+// PLAIN pages straight from the column slices. Two encoders through
+// parquet-go's writers are kept for the benchmarks that justify it: the
+// GenericWriter path, where rows are copied into a struct with one int64
+// field per column (the widths below) whose Go field names are renamed to
+// the table's column names with StructTag options, and the column-buffer
+// path (WriteInt64s into parquet.Buffer columns).
 
 // Compression names the codecs the benchmarks compare; see docs/diskphase.md
 // for why DefaultCompression is the default.
@@ -116,6 +117,29 @@ type (
 	row8 struct{ C0, C1, C2, C3, C4, C5, C6, C7 int64 }
 )
 
+// encoder selects how encodeTable produces the file.
+type encoder int
+
+const (
+	encoderDirect        encoder = iota // table_direct.go; the default
+	encoderGeneric                      // parquet-go GenericWriter (benchmarks and tests)
+	encoderColumnBuffers                // parquet-go Buffer + WriteRowGroup (benchmarks and tests)
+)
+
+var encoders = []encoder{encoderDirect, encoderGeneric, encoderColumnBuffers}
+
+func (e encoder) String() string {
+	switch e {
+	case encoderDirect:
+		return "direct"
+	case encoderGeneric:
+		return "generic"
+	case encoderColumnBuffers:
+		return "colbuf"
+	}
+	return fmt.Sprintf("encoder(%d)", int(e))
+}
+
 // encodeOptions tune encodeTable.
 type encodeOptions struct {
 	compression Compression
@@ -123,8 +147,8 @@ type encodeOptions struct {
 	// have been handed to the encoder (after the first chunk for tiny
 	// tables): the place a crash leaves a half-written file behind.
 	midWrite func() error
-	// columnBuffers selects the column-buffer path (benchmarks only).
-	columnBuffers bool
+	// encoder is the encoder; the zero value is the direct one.
+	encoder encoder
 }
 
 // checkNames rejects column names a struct tag cannot carry.
@@ -160,6 +184,9 @@ func encodeTable(w io.Writer, names []string, cols [][]int64, opt encodeOptions)
 	if err != nil {
 		return err
 	}
+	if opt.encoder == encoderDirect {
+		return encodeDirect(w, names, cols, codec, opt)
+	}
 	base := []parquet.WriterOption{
 		parquet.Compression(codec),
 		parquet.CreatedBy("rewind-diskphase", "", ""),
@@ -168,7 +195,7 @@ func encodeTable(w io.Writer, names []string, cols [][]int64, opt encodeOptions)
 		// front of it would only add a copy.
 		parquet.WriteBufferSize(0),
 	}
-	if opt.columnBuffers || len(names) > maxGenericColumns {
+	if opt.encoder == encoderColumnBuffers || len(names) > maxGenericColumns {
 		return encodeColumnBuffers(w, names, cols, base, opt)
 	}
 	switch len(names) {
