@@ -17,6 +17,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/rewind-engine/rewind/dataflow/parquetio"
 )
 
 // A table is what every materialised file holds: named, required int64
@@ -381,7 +383,7 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 			buf := memory.NewResizableBuffer(alloc)
 			buf.Resize(int(n) * 8)
 			vals := arrow.Int64Traits.CastFromBytes(buf.Bytes())[:n:n]
-			generic, err = readColumnChunk(cc, vals, generic)
+			generic, err = parquetio.Int64Chunk(cc, vals, generic)
 			if err != nil {
 				buf.Release()
 				release()
@@ -402,90 +404,4 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 		total += n
 	}
 	return total, nil
-}
-
-// readColumnChunk fills out with the chunk's values; it must hold exactly
-// len(out) values and no nulls.
-func readColumnChunk(cc parquet.ColumnChunk, out []int64, generic []parquet.Value) ([]parquet.Value, error) {
-	pages := cc.Pages()
-	defer pages.Close()
-	got := 0
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return generic, err
-		}
-		if p.NumNulls() > 0 {
-			parquet.Release(p)
-			return generic, fmt.Errorf("%d nulls", p.NumNulls())
-		}
-		k := int(p.NumValues())
-		if got+k > len(out) {
-			parquet.Release(p)
-			return generic, fmt.Errorf("more values than the row group's %d rows", len(out))
-		}
-		generic, err = readPage(p, out[got:got+k], generic)
-		parquet.Release(p)
-		if err != nil {
-			return generic, err
-		}
-		got += k
-	}
-	if got != len(out) {
-		return generic, fmt.Errorf("%d values for %d rows", got, len(out))
-	}
-	return generic, nil
-}
-
-// readPage reads exactly len(out) int64 values of page p.
-func readPage(p parquet.Page, out []int64, generic []parquet.Value) ([]parquet.Value, error) {
-	vr := p.Values()
-	if ir, ok := vr.(parquet.Int64Reader); ok {
-		got := 0
-		for got < len(out) {
-			k, err := ir.ReadInt64s(out[got:])
-			got += k
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return generic, err
-			}
-			if k == 0 {
-				return generic, io.ErrNoProgress
-			}
-		}
-		if got != len(out) {
-			return generic, fmt.Errorf("page yielded %d of %d values", got, len(out))
-		}
-		return generic, nil
-	}
-	// Dictionary-encoded pages (other writers' files) only offer values.
-	if generic == nil {
-		generic = make([]parquet.Value, 1024)
-	}
-	got := 0
-	for got < len(out) {
-		k, err := vr.ReadValues(generic[:min(len(generic), len(out)-got)])
-		for _, v := range generic[:k] {
-			out[got] = v.Int64()
-			got++
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return generic, err
-		}
-		if k == 0 {
-			return generic, io.ErrNoProgress
-		}
-	}
-	if got != len(out) {
-		return generic, fmt.Errorf("page yielded %d of %d values", got, len(out))
-	}
-	return generic, nil
 }
