@@ -92,19 +92,19 @@ func BenchmarkPlainWriteFsync(b *testing.B) {
 }
 
 // BenchmarkLocalPutVsPlain compares Put with writing the same bytes to a
-// new file in the same directory and fsyncing it, the floor a durable
-// write cannot go under without giving something up. Each iteration does
-// three writes of the same payload to fresh names (as recovery points do;
-// b.TempDir removes them at the end), in an order that rotates so all see
-// the same disk and machine noise:
+// new file in the same directory and fsyncing it (issue #2's baseline).
+// Each iteration does three writes of the same payload to fresh names (as
+// recovery points do; b.TempDir removes them at the end), in an order that
+// rotates so all see the same disk and machine noise:
 //
-//   - put: Put, i.e. temporary file, payload with its writeback started per
-//     chunk (see writebackChunk), 16-byte CRC32C trailer, fsync, rename, fsync of the
+//   - put: Put, i.e. temporary file, payload written in 1 MiB chunks with
+//     the writeback of each started at once (see writebackChunk), 16-byte
+//     CRC32C trailer in the last write, fsync, rename, fsync of the
 //     directory;
-//   - plain: os.Create, one Write, fsync, close (the issue's baseline);
-//   - streamed: the same as plain but written the way Put writes (chunks
-//     with early writeback), so put/streamed isolates what the protocol
-//     itself costs (trailer, rename, directory fsync).
+//   - plain: os.Create, one Write, fsync, close;
+//   - streamed: plain with the payload written the way Put writes it, so
+//     put/streamed is what the protocol itself costs (trailer, rename,
+//     directory fsync) and streamed/plain what early writeback gains.
 //
 // It reports each one's MB/s, put/plain (target >= 0.8), the median of the
 // per-iteration put/plain ratios (robust to the spikes of a noisy disk)
