@@ -22,31 +22,27 @@ var benchSizes = []int{1 << 20, 16 << 20}
 
 func sizeName(n int) string { return fmt.Sprintf("%dMiB", n>>20) }
 
-// plainWrite is the baseline: create (or truncate), write, fsync, close.
+// plainWrite is the baseline: create (or truncate), one write, fsync,
+// close.
 func plainWrite(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
+	return writeFsync(path, data, func(f *os.File, data []byte) error {
+		_, err := f.Write(data)
 		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }
 
 // streamedWrite is plainWrite with the payload written the way Put writes
 // it.
 func streamedWrite(path string, data []byte) error {
+	return writeFsync(path, data, storage.WriteStreaming)
+}
+
+func writeFsync(path string, data []byte, write func(*os.File, []byte) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := storage.WriteStreaming(f, data); err != nil {
+	if err := write(f, data); err != nil {
 		_ = f.Close()
 		return err
 	}
