@@ -450,7 +450,8 @@ func (s *localStore) Close() error {
 
 // writeStreaming writes payload and then trailer() (when trailer is not nil)
 // to the new file f, starting the writeback of each writebackChunk once it
-// is written. The last chunk and the trailer go in one write call.
+// is written. The last chunk and the trailer go in one write call, except
+// for a one-chunk payload whose checksum is still being computed.
 func writeStreaming(f *os.File, payload []byte, trailer func() []byte) error {
 	var off int
 	for len(payload)-off > writebackChunk {
@@ -462,6 +463,15 @@ func writeStreaming(f *os.File, payload []byte, trailer func() []byte) error {
 	}
 	if trailer == nil {
 		_, err := f.Write(payload[off:])
+		return err
+	}
+	if off == 0 && len(payload) >= overlapCRC {
+		// The checksum is being computed on another core: write the
+		// payload meanwhile rather than wait for it to join the trailer.
+		if _, err := f.Write(payload); err != nil {
+			return err
+		}
+		_, err := f.Write(trailer())
 		return err
 	}
 	return writeTwo(f, payload[off:], trailer())

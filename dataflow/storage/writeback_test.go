@@ -12,7 +12,7 @@ import (
 // payload + trailer.
 func TestWriteStreamingBoundaries(t *testing.T) {
 	dir := t.TempDir()
-	for _, n := range []int{0, 1, writebackChunk - 1, writebackChunk, writebackChunk + 1, 3*writebackChunk + 7, 4 * writebackChunk} {
+	for _, n := range []int{0, 1, overlapCRC - 1, overlapCRC, writebackChunk - 1, writebackChunk, writebackChunk + 1, 3*writebackChunk + 7, 4 * writebackChunk} {
 		payload := make([]byte, n)
 		for i := range payload {
 			payload[i] = byte(i*7 + i>>9)
@@ -27,7 +27,13 @@ func TestWriteStreamingBoundaries(t *testing.T) {
 			want := payload
 			if withTrailer {
 				tr := makeTrailer(payload)
-				trailer = func() []byte { return tr[:] }
+				calls := 0
+				trailer = func() []byte {
+					if calls++; calls > 1 {
+						t.Fatalf("n=%d: trailer asked for %d times", n, calls)
+					}
+					return tr[:]
+				}
 				want = append(bytes.Clone(payload), tr[:]...)
 			}
 			if err := writeStreaming(f, payload, trailer); err != nil {
