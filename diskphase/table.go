@@ -70,12 +70,12 @@ const DefaultCompression = CompressionNone
 // defaultCompressionFor picks the codec for a store. Materialised files are
 // written once, read once or twice and deleted, so what matters is the time
 // to write and read them. On a local disk (measured in bench_test.go on this
-// project's machine) encoding is the bottleneck: uncompressed files
-// materialise fastest and read back fastest, and fast Snappy would cost a
-// third of the throughput to save 60% of the bytes. Over the network to an
-// S3 store, bytes are the bottleneck and Snappy's 0.4 size ratio wins, at an
-// encoding speed still well above typical object-store bandwidth; Zstd
-// compresses to 0.16 but encodes at well under 100 MB/s on one core here.
+// project's machine) uncompressed files materialise at the disk's rate and
+// read back fastest; fast Snappy would cost about a third of the throughput
+// to save 60% of the bytes. Over the network to an S3 store, bytes are the
+// bottleneck and Snappy's 0.4 size ratio wins, at an encoding speed still
+// well above typical object-store bandwidth; Zstd compresses to 0.16 but
+// encodes at well under 100 MB/s on one core here.
 func defaultCompressionFor(storeURL string) Compression {
 	if strings.HasPrefix(storeURL, "s3://") {
 		return CompressionSnappy
