@@ -17,6 +17,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/rewind-engine/rewind/dataflow/parquetio"
 )
 
 // A table is what every materialised file holds: named, required int64
@@ -25,12 +27,13 @@ import (
 // encoded into memory and published as one storage object each, so a
 // reader sees the whole file or nothing.
 //
-// Encoding goes through parquet-go's GenericWriter: rows are copied into a
-// struct with one int64 field per column (the widths below) and the Go field
-// names are renamed to the table's column names with StructTag options, so
-// the writer keeps its reflection-free fast path while the file carries the
-// job's own column names. The benchmarks in bench_test.go compare it with
-// the column-buffer path (WriteInt64s into parquet.Buffer columns).
+// Encoding goes through the direct encoder (table_direct.go), which writes
+// PLAIN pages straight from the column slices. Two encoders through
+// parquet-go's writers are kept for the benchmarks that justify it: the
+// GenericWriter path, where rows are copied into a struct with one int64
+// field per column (the widths below) whose Go field names are renamed to
+// the table's column names with StructTag options, and the column-buffer
+// path (WriteInt64s into parquet.Buffer columns).
 
 // Compression names the codecs the benchmarks compare; see docs/diskphase.md
 // for why DefaultCompression is the default.
@@ -67,12 +70,12 @@ const DefaultCompression = CompressionNone
 // defaultCompressionFor picks the codec for a store. Materialised files are
 // written once, read once or twice and deleted, so what matters is the time
 // to write and read them. On a local disk (measured in bench_test.go on this
-// project's machine) encoding is the bottleneck: uncompressed files
-// materialise fastest and read back fastest, and fast Snappy would cost a
-// third of the throughput to save 60% of the bytes. Over the network to an
-// S3 store, bytes are the bottleneck and Snappy's 0.4 size ratio wins, at an
-// encoding speed still well above typical object-store bandwidth; Zstd
-// compresses to 0.16 but encodes at well under 100 MB/s on one core here.
+// project's machine) uncompressed files materialise at the disk's rate and
+// read back fastest; fast Snappy would cost about a third of the throughput
+// to save 60% of the bytes. Over the network to an S3 store, bytes are the
+// bottleneck and Snappy's 0.4 size ratio wins, at an encoding speed still
+// well above typical object-store bandwidth; Zstd compresses to 0.16 but
+// encodes at well under 100 MB/s on one core here.
 func defaultCompressionFor(storeURL string) Compression {
 	if strings.HasPrefix(storeURL, "s3://") {
 		return CompressionSnappy
@@ -116,6 +119,29 @@ type (
 	row8 struct{ C0, C1, C2, C3, C4, C5, C6, C7 int64 }
 )
 
+// encoder selects how encodeTable produces the file.
+type encoder int
+
+const (
+	encoderDirect        encoder = iota // table_direct.go; the default
+	encoderGeneric                      // parquet-go GenericWriter (benchmarks and tests)
+	encoderColumnBuffers                // parquet-go Buffer + WriteRowGroup (benchmarks and tests)
+)
+
+var encoders = []encoder{encoderDirect, encoderGeneric, encoderColumnBuffers}
+
+func (e encoder) String() string {
+	switch e {
+	case encoderDirect:
+		return "direct"
+	case encoderGeneric:
+		return "generic"
+	case encoderColumnBuffers:
+		return "colbuf"
+	}
+	return fmt.Sprintf("encoder(%d)", int(e))
+}
+
 // encodeOptions tune encodeTable.
 type encodeOptions struct {
 	compression Compression
@@ -123,8 +149,8 @@ type encodeOptions struct {
 	// have been handed to the encoder (after the first chunk for tiny
 	// tables): the place a crash leaves a half-written file behind.
 	midWrite func() error
-	// columnBuffers selects the column-buffer path (benchmarks only).
-	columnBuffers bool
+	// encoder is the encoder; the zero value is the direct one.
+	encoder encoder
 }
 
 // checkNames rejects column names a struct tag cannot carry.
@@ -160,6 +186,9 @@ func encodeTable(w io.Writer, names []string, cols [][]int64, opt encodeOptions)
 	if err != nil {
 		return err
 	}
+	if opt.encoder == encoderDirect {
+		return encodeDirect(w, names, cols, codec, opt)
+	}
 	base := []parquet.WriterOption{
 		parquet.Compression(codec),
 		parquet.CreatedBy("rewind-diskphase", "", ""),
@@ -168,7 +197,7 @@ func encodeTable(w io.Writer, names []string, cols [][]int64, opt encodeOptions)
 		// front of it would only add a copy.
 		parquet.WriteBufferSize(0),
 	}
-	if opt.columnBuffers || len(names) > maxGenericColumns {
+	if opt.encoder == encoderColumnBuffers || len(names) > maxGenericColumns {
 		return encodeColumnBuffers(w, names, cols, base, opt)
 	}
 	switch len(names) {
@@ -354,7 +383,7 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 			buf := memory.NewResizableBuffer(alloc)
 			buf.Resize(int(n) * 8)
 			vals := arrow.Int64Traits.CastFromBytes(buf.Bytes())[:n:n]
-			generic, err = readColumnChunk(cc, vals, generic)
+			generic, err = parquetio.Int64Chunk(cc, vals, generic)
 			if err != nil {
 				buf.Release()
 				release()
@@ -375,90 +404,4 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 		total += n
 	}
 	return total, nil
-}
-
-// readColumnChunk fills out with the chunk's values; it must hold exactly
-// len(out) values and no nulls.
-func readColumnChunk(cc parquet.ColumnChunk, out []int64, generic []parquet.Value) ([]parquet.Value, error) {
-	pages := cc.Pages()
-	defer pages.Close()
-	got := 0
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return generic, err
-		}
-		if p.NumNulls() > 0 {
-			parquet.Release(p)
-			return generic, fmt.Errorf("%d nulls", p.NumNulls())
-		}
-		k := int(p.NumValues())
-		if got+k > len(out) {
-			parquet.Release(p)
-			return generic, fmt.Errorf("more values than the row group's %d rows", len(out))
-		}
-		generic, err = readPage(p, out[got:got+k], generic)
-		parquet.Release(p)
-		if err != nil {
-			return generic, err
-		}
-		got += k
-	}
-	if got != len(out) {
-		return generic, fmt.Errorf("%d values for %d rows", got, len(out))
-	}
-	return generic, nil
-}
-
-// readPage reads exactly len(out) int64 values of page p.
-func readPage(p parquet.Page, out []int64, generic []parquet.Value) ([]parquet.Value, error) {
-	vr := p.Values()
-	if ir, ok := vr.(parquet.Int64Reader); ok {
-		got := 0
-		for got < len(out) {
-			k, err := ir.ReadInt64s(out[got:])
-			got += k
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return generic, err
-			}
-			if k == 0 {
-				return generic, io.ErrNoProgress
-			}
-		}
-		if got != len(out) {
-			return generic, fmt.Errorf("page yielded %d of %d values", got, len(out))
-		}
-		return generic, nil
-	}
-	// Dictionary-encoded pages (other writers' files) only offer values.
-	if generic == nil {
-		generic = make([]parquet.Value, 1024)
-	}
-	got := 0
-	for got < len(out) {
-		k, err := vr.ReadValues(generic[:min(len(generic), len(out)-got)])
-		for _, v := range generic[:k] {
-			out[got] = v.Int64()
-			got++
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return generic, err
-		}
-		if k == 0 {
-			return generic, io.ErrNoProgress
-		}
-	}
-	if got != len(out) {
-		return generic, fmt.Errorf("page yielded %d of %d values", got, len(out))
-	}
-	return generic, nil
 }

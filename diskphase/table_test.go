@@ -33,23 +33,23 @@ func colNames(n int) []string {
 	return out
 }
 
-// TestTableRoundTrip writes tables of every width through both encoder
-// paths and every codec and reads them back with the package's decoder.
+// TestTableRoundTrip writes tables of every width through every encoder
+// and every codec and reads them back with the package's decoder.
 func TestTableRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, ncols := range []int{1, 3, 4, 7, 8, 9} {
 		for _, n := range []int{0, 1, 5, encodeChunk + 3, rowGroupRows + 17} {
 			for _, comp := range []Compression{CompressionNone, CompressionSnappy, compressionSnappyBetter, CompressionZstd} {
-				for _, cb := range []bool{false, true} {
-					if n > encodeChunk && (comp != CompressionNone || ncols%4 != 0) {
+				for _, enc := range encoders {
+					if n > encodeChunk && enc != encoderDirect && (comp != CompressionNone || ncols%4 != 0) {
 						continue // large tables: one codec, the widths either side of the generic limit
 					}
-					name := fmt.Sprintf("cols=%d/rows=%d/%s/colbuf=%v", ncols, n, comp, cb)
+					name := fmt.Sprintf("cols=%d/rows=%d/%s/%s", ncols, n, comp, enc)
 					cols := randomCols(rng, ncols, n)
 					names := colNames(ncols)
 					var buf bytes.Buffer
 					mid := 0
-					err := encodeTable(&buf, names, cols, encodeOptions{compression: comp, columnBuffers: cb,
+					err := encodeTable(&buf, names, cols, encodeOptions{compression: comp, encoder: enc,
 						midWrite: func() error { mid++; return nil }})
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -167,6 +167,21 @@ func TestTableDecodeRejectsDamage(t *testing.T) {
 	_, err := decodeTable(buf.Bytes()[:buf.Len()/2], int64Schema(names), alloc, func(arrow.RecordBatch) error { return nil })
 	if !errors.Is(err, errBadTable) {
 		t.Fatalf("truncated table: err %v", err)
+	}
+	// A flipped byte inside a data page: the page CRC catches it.
+	big := [][]int64{make([]int64, 1000), make([]int64, 1000)}
+	for i := range big[0] {
+		big[0][i], big[1][i] = int64(i), int64(-i)
+	}
+	buf.Reset()
+	if err := encodeTable(&buf, names, big, encodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(buf.Bytes())
+	flipped[len(flipped)/4] ^= 0x10 // inside column a's page
+	_, err = decodeTable(flipped, int64Schema(names), alloc, func(arrow.RecordBatch) error { return nil })
+	if !errors.Is(err, errBadTable) {
+		t.Fatalf("flipped byte: err %v", err)
 	}
 	// Wrong schema.
 	_, err = decodeTable(buf.Bytes(), int64Schema([]string{"a", "c"}), alloc, func(arrow.RecordBatch) error { return nil })

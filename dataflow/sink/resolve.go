@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/rewind-engine/rewind/dataflow/parquetio"
 )
 
 // Resolve reads every visible data file at the top level of dir, Parquet or
@@ -135,6 +137,7 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 			return rows, fmt.Errorf("%s: column %q is %s, want int64", path, fd.Name(), fd.Type())
 		}
 	}
+	var generic []parquet.Value
 	for g, rg := range pf.RowGroups() {
 		n := rg.NumRows()
 		if n == 0 {
@@ -142,7 +145,8 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 		}
 		cols := make([][]int64, len(sh.cols))
 		for j, cc := range rg.ColumnChunks() {
-			vals, err := readInt64Chunk(cc, n)
+			vals := make([]int64, n)
+			generic, err = parquetio.Int64Chunk(cc, vals, generic)
 			if err != nil {
 				return rows, fmt.Errorf("%s: row group %d column %q: %w", path, g, names[j], err)
 			}
@@ -151,82 +155,6 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 		rows = appendRows(rows, cols)
 	}
 	return rows, nil
-}
-
-// readInt64Chunk reads the n values of a column chunk; nulls are an error.
-func readInt64Chunk(cc parquet.ColumnChunk, n int64) ([]int64, error) {
-	pages := cc.Pages()
-	defer pages.Close()
-	out := make([]int64, 0, n)
-	var generic []parquet.Value
-	for {
-		p, err := pages.ReadPage()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if p.NumNulls() > 0 {
-			parquet.Release(p)
-			return nil, fmt.Errorf("%d null values: output columns are required", p.NumNulls())
-		}
-		out, generic, err = readPageInt64s(p, out, generic)
-		parquet.Release(p)
-		if err != nil {
-			return nil, err
-		}
-	}
-	if int64(len(out)) != n {
-		return nil, fmt.Errorf("read %d values, the row group has %d rows", len(out), n)
-	}
-	return out, nil
-}
-
-func readPageInt64s(p parquet.Page, out []int64, generic []parquet.Value) ([]int64, []parquet.Value, error) {
-	vr := p.Values()
-	if ir, ok := vr.(parquet.Int64Reader); ok {
-		start := len(out)
-		out = slices.Grow(out, int(p.NumValues()))[:start+int(p.NumValues())]
-		got := start
-		for got < len(out) {
-			k, err := ir.ReadInt64s(out[got:])
-			got += k
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return out[:got], generic, err
-			}
-			if k == 0 {
-				return out[:got], generic, io.ErrNoProgress
-			}
-		}
-		return out[:got], generic, nil
-	}
-	// Dictionary-encoded or otherwise indirect pages (other writers' files)
-	// only offer generic values.
-	if generic == nil {
-		generic = make([]parquet.Value, 1024)
-	}
-	for {
-		k, err := vr.ReadValues(generic)
-		for _, v := range generic[:k] {
-			if v.IsNull() {
-				return out, generic, fmt.Errorf("null value: output columns are required")
-			}
-			out = append(out, v.Int64())
-		}
-		if errors.Is(err, io.EOF) {
-			return out, generic, nil
-		}
-		if err != nil {
-			return out, generic, err
-		}
-		if k == 0 {
-			return out, generic, io.ErrNoProgress
-		}
-	}
 }
 
 // readCSV appends the rows of a CSV file with a header line to rows.

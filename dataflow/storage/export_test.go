@@ -22,6 +22,10 @@ func SetWriteHook(s Store, hook func(f *os.File, payload []byte) error) {
 	s.(*localStore).writeHook = hook
 }
 
+// WriteStreaming writes data to f the way a local store's Put writes a
+// payload (without the trailer).
+func WriteStreaming(f *os.File, data []byte) error { return writeStreaming(f, data, nil) }
+
 // PutThrough stores payload under name on an S3 store exactly as Put
 // would, but streams the body through wrap.
 func PutThrough(ctx context.Context, s Store, name string, payload []byte, wrap func(io.Reader) io.Reader) error {

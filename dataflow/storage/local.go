@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -154,6 +155,21 @@ func (s *localStore) RawPut(ctx context.Context, name string, raw []byte) error 
 // another core while the payload is being written (1.5 ms saved per 16 MiB).
 const overlapCRC = 1 << 20
 
+// writebackChunk is how much of the payload Put hands to the kernel per
+// write before asking it to start sending those pages to the device
+// (startWriteback). The device then works while the rest is still being
+// copied into the page cache, so the final fsync waits for the last chunk
+// and the journal commit instead of the whole object. The fsync is still
+// what makes the object durable; this only starts the I/O earlier.
+//
+// Measured with storage.BenchmarkLocalPutVsPlain on this project's 2-core
+// VM under load: at 16 MiB, 1 MiB chunks beat 256 KiB and 128 KiB ones
+// and made Put faster than a plain single write+fsync; at 1 MiB payloads,
+// 128 KiB chunks were slower than one write (more syscalls, and
+// sync_file_range blocks when the disk queue is busy), so payloads up to
+// one chunk go in a single write.
+const writebackChunk = 1 << 20
+
 // publish atomically replaces name with payload, followed by its checksum
 // trailer when withTrailer is set.
 func (s *localStore) publish(name string, payload []byte, withTrailer bool) error {
@@ -169,32 +185,27 @@ func (s *localStore) publish(name string, payload []byte, withTrailer bool) erro
 			_ = os.Remove(tmp)
 		}
 	}()
-	var trailer chan [trailerSize]byte
-	if withTrailer && len(payload) >= overlapCRC {
-		trailer = make(chan [trailerSize]byte, 1)
-		go func() { trailer <- makeTrailer(payload) }()
+	var trailer func() []byte // nil: no trailer
+	if withTrailer {
+		trailer = func() []byte { t := makeTrailer(payload); return t[:] }
+		if len(payload) >= overlapCRC {
+			ch := make(chan [trailerSize]byte, 1)
+			go func() { ch <- makeTrailer(payload) }()
+			trailer = sync.OnceValue(func() []byte { t := <-ch; return t[:] })
+			// The caller may reuse payload once we return.
+			defer trailer()
+		}
 	}
 	if s.writeHook != nil {
 		err = s.writeHook(f, payload)
+		if err == nil && trailer != nil {
+			_, err = f.Write(trailer())
+		}
 	} else {
-		_, err = f.Write(payload)
+		err = writeStreaming(f, payload, trailer)
 	}
 	if err != nil {
-		if trailer != nil {
-			<-trailer // the caller may reuse payload once we return
-		}
 		return fmt.Errorf("writing temporary file: %w", err)
-	}
-	if withTrailer {
-		var t [trailerSize]byte
-		if trailer != nil {
-			t = <-trailer
-		} else {
-			t = makeTrailer(payload)
-		}
-		if _, err := f.Write(t[:]); err != nil {
-			return fmt.Errorf("writing checksum trailer: %w", err)
-		}
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync temporary file: %w", err)
@@ -435,4 +446,33 @@ func (s *localStore) URL() string { return s.url }
 func (s *localStore) Close() error {
 	s.closed.Store(true)
 	return nil
+}
+
+// writeStreaming writes payload and then trailer() (when trailer is not nil)
+// to the new file f, starting the writeback of each writebackChunk once it
+// is written. The last chunk and the trailer go in one write call, except
+// for a one-chunk payload whose checksum is still being computed.
+func writeStreaming(f *os.File, payload []byte, trailer func() []byte) error {
+	var off int
+	for len(payload)-off > writebackChunk {
+		if _, err := f.Write(payload[off : off+writebackChunk]); err != nil {
+			return err
+		}
+		startWriteback(f, int64(off), writebackChunk)
+		off += writebackChunk
+	}
+	if trailer == nil {
+		_, err := f.Write(payload[off:])
+		return err
+	}
+	if off == 0 && len(payload) >= overlapCRC {
+		// The checksum is being computed on another core: write the
+		// payload meanwhile rather than wait for it to join the trailer.
+		if _, err := f.Write(payload); err != nil {
+			return err
+		}
+		_, err := f.Write(trailer())
+		return err
+	}
+	return writeTwo(f, payload[off:], trailer())
 }
