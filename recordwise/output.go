@@ -379,6 +379,10 @@ type sinkTail struct {
 	// hold registers transactional rows staged in an epoch: they become
 	// visible when a checkpoint covering it is committed.
 	hold func(epoch int64, rows []latEntry)
+	// published, if set, are rows already visible that a replay must not
+	// publish again (see publishedRows); filtered batches come from alloc.
+	published *publishedRows
+	alloc     memory.Allocator
 
 	// The asynchronous flush in progress, if any.
 	inflight bool
@@ -425,6 +429,18 @@ func (s *sinkTail) flusher(ctx context.Context, wg interface{ Done() }) {
 func (s *sinkTail) async() bool { return s.ws[1] != nil }
 
 func (s *sinkTail) write(b arrow.RecordBatch, births []latEntry, now time.Time) error {
+	if s.published != nil {
+		// Rows already visible are not published again; their latency was
+		// measured when they were.
+		fb, owned, err := s.published.filter(b, s.alloc)
+		if err != nil {
+			return err
+		}
+		if owned {
+			defer fb.Release()
+			b = fb
+		}
+	}
 	n := b.NumRows()
 	if n == 0 {
 		return nil
