@@ -120,8 +120,9 @@ type scenario struct {
 	// runFor stops the run after this long (endless inputs).
 	runFor time.Duration
 	// storage overrides the durable storage URL (default: a fresh local
-	// directory).
+	// directory); output the output directory (default: a fresh one).
 	storage string
+	output  string
 	// measureOnly skips finishing the sink and reading the output back
 	// (benchmarks).
 	measureOnly bool
@@ -168,11 +169,18 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	p := job.DefaultParams
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "recordwise", Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout,
-		Inputs: sc.inputs, Output: filepath.Join(fastDir(t), "out"), OutputFormat: sc.format, SinkMode: sc.mode,
+		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, CheckpointInterval: sc.interval,
 		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: 2,
 		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress,
 	}
+}
+
+func (sc *scenario) outputDir(t testing.TB) string {
+	if sc.output != "" {
+		return sc.output
+	}
+	return filepath.Join(fastDir(t), "out")
 }
 
 func (sc *scenario) storageURL(t testing.TB) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -46,6 +47,13 @@ type incarnation struct {
 	queues  []*queue
 	coord   *coordLoop
 	from    checkpoint.ID // restored recovery point; 0 = the start
+	// firstEpoch is the sink epoch the restored tasks write first: after
+	// from, and after every epoch the sink already published.
+	firstEpoch int64
+	// published are the visible rows of sink epochs after from (only after
+	// a fallback past a committed recovery point); the sink tasks drop
+	// their replays.
+	published *publishedRows
 
 	// What the start found and chose, and the read positions it resumed
 	// from (input/partition -> offset), for the observer.
@@ -186,6 +194,9 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	if err := sh.env.Sink.Recover(complete); err != nil {
 		return inc, fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
 	}
+	if err := inc.reconcilePublished(complete); err != nil {
+		return inc, err
+	}
 	if err := inc.build(rp); err != nil {
 		return inc, err
 	}
@@ -261,8 +272,9 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 	}
 	// Re-inject in-flight data: on each channel, what the receiver
 	// persisted (it preceded the barrier), then what the sender's barrier
-	// overtook (it followed the barrier), before any new input.
-	if rp.found {
+	// overtook (it followed the barrier), before any new input. A rescaled
+	// point holds none (restore refuses one that does).
+	if rp.found && !rp.rescaled {
 		now := time.Now()
 		for _, c := range pl.chains {
 			for sub := 0; sub < p; sub++ {
@@ -307,7 +319,7 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 	p := pl.parallelism
 	c := t.ch
 	var lp *loadedPart
-	if rp.found {
+	if rp.found && !rp.rescaled {
 		lp = rp.parts[t.id]
 		if lp == nil {
 			return fmt.Errorf("recovery point %d has no part for task %s", rp.id, t.id)
@@ -368,9 +380,17 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 		if lp != nil && len(lp.desc.InputWatermarks) == n {
 			copy(t.inWM, lp.desc.InputWatermarks)
 		}
+		if w, ok := rp.chainWM[c.name]; ok {
+			for i := range t.inWM {
+				t.inWM[i] = w.in
+			}
+		}
 	}
 	if lp != nil {
 		t.wm = lp.desc.OutputWatermark
+	}
+	if w, ok := rp.chainWM[c.name]; ok {
+		t.wm = w.out
 	}
 	// Outputs.
 	if len(c.outputs) > 0 {
@@ -389,7 +409,8 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 		}
 	}
 	if c.sink {
-		t.snk = &sinkTail{mode: env.Sink.Mode(), epoch: int64(inc.from) + 1,
+		t.snk = &sinkTail{mode: env.Sink.Mode(), epoch: inc.firstEpoch,
+			published: inc.published.clone(), alloc: t.alloc,
 			timeout: env.Config.BufferTimeout, obs: inc.obs, wake: t.wake,
 			req: make(chan flushReq), done: make(chan error, 1),
 			hold: func(epoch int64, rows []latEntry) { inc.coord.hold(checkpoint.ID(epoch), rows) }}
@@ -414,6 +435,36 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 		}
 		t.src = h
 	}
+	return nil
+}
+
+// reconcilePublished makes the restored sink tasks start after every epoch
+// the sink already published. Epochs after the restored point complete can
+// be visible only when the restore fell back past a newer recovery point
+// that was committed and then proved unreadable. Then the replay would
+// publish their rows again (and, reusing their epoch numbers, replace some
+// of their files): the rule is that a row already visible is never
+// published again, so their rows are read back and the sink tasks drop
+// their replays (see publishedRows).
+func (inc *incarnation) reconcilePublished(complete int64) error {
+	inc.firstEpoch = int64(inc.from) + 1
+	pub, ok := inc.env.Sink.(sink.EpochPublisher)
+	if !ok {
+		return nil
+	}
+	last, rows, err := pub.PublishedAfter(complete)
+	if err != nil {
+		return fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
+	}
+	if last <= complete {
+		return nil
+	}
+	if inc.published, err = newPublishedRows(inc.env.Job.Output, rows); err != nil {
+		return fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
+	}
+	inc.firstEpoch = last + 1
+	inc.obs.note(fmt.Sprintf("resumed from recovery point %d while the sink had published epochs up to %d: "+
+		"the %d rows visible in epochs after %d are not published again", inc.from, last, len(rows), complete))
 	return nil
 }
 

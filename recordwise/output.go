@@ -2,6 +2,7 @@ package recordwise
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -35,6 +36,33 @@ type outChan struct {
 func (oc *outChan) stagedLen() int { return len(oc.staged) - oc.sHead }
 
 func (oc *outChan) stage(it item) { oc.staged = append(oc.staged, it) }
+
+// overtake puts barrier b ahead of the data and watermarks this channel
+// holds, queued or staged, and returns retained copies of what it overtook,
+// in order. Like queue.pushPriority it never overtakes a marker: if one is
+// still staged (a cancel, or an older barrier waiting for room), b is
+// staged right after the last one and overtakes only the staged items
+// behind it.
+func (oc *outChan) overtake(b item, now time.Time) []item {
+	last := -1
+	for i := len(oc.staged) - 1; i >= oc.sHead; i-- {
+		if oc.staged[i].kind.isMarker() {
+			last = i
+			break
+		}
+	}
+	var over []item
+	if last < 0 {
+		over = oc.q.pushPriority(b, now)
+	}
+	for _, x := range oc.staged[max(last+1, oc.sHead):] {
+		over = append(over, x.retained())
+	}
+	if last >= 0 {
+		oc.staged = slices.Insert(oc.staged, last+1, b)
+	}
+	return over
+}
 
 // routeEdge is one network edge leaving a task: its exchange and the
 // output channels it feeds, indexed by downstream subtask (a forward edge
@@ -223,13 +251,7 @@ func (r *router) barrier(id checkpoint.ID, born, now time.Time, overtaking bool)
 	}
 	state := make([][]item, len(r.outs))
 	for i, oc := range r.outs {
-		over := oc.q.pushPriority(b, now)
-		for _, x := range oc.staged[oc.sHead:] {
-			if x.kind == kData || x.kind == kWatermark {
-				over = append(over, x.retained())
-			}
-		}
-		state[i] = over
+		state[i] = oc.overtake(b, now)
 	}
 	return state
 }
@@ -357,6 +379,10 @@ type sinkTail struct {
 	// hold registers transactional rows staged in an epoch: they become
 	// visible when a checkpoint covering it is committed.
 	hold func(epoch int64, rows []latEntry)
+	// published, if set, are rows already visible that a replay must not
+	// publish again (see publishedRows); filtered batches come from alloc.
+	published *publishedRows
+	alloc     memory.Allocator
 
 	// The asynchronous flush in progress, if any.
 	inflight bool
@@ -403,6 +429,18 @@ func (s *sinkTail) flusher(ctx context.Context, wg interface{ Done() }) {
 func (s *sinkTail) async() bool { return s.ws[1] != nil }
 
 func (s *sinkTail) write(b arrow.RecordBatch, births []latEntry, now time.Time) error {
+	if s.published != nil {
+		// Rows already visible are not published again; their latency was
+		// measured when they were.
+		fb, owned, err := s.published.filter(b, s.alloc)
+		if err != nil {
+			return err
+		}
+		if owned {
+			defer fb.Release()
+			b = fb
+		}
+	}
 	n := b.NumRows()
 	if n == 0 {
 		return nil

@@ -1,6 +1,7 @@
 package recordwise
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +46,10 @@ type item struct {
 	// zero means at once.
 	ready time.Time
 }
+
+// isMarker reports whether items of kind k are markers: they keep their
+// order in a channel, and a priority barrier never overtakes them.
+func (k itemKind) isMarker() bool { return k == kBarrier || k == kCancel || k == kEnd }
 
 func (it item) release() {
 	if it.batch != nil {
@@ -103,8 +108,9 @@ func (w waker) ring() {
 // queue is one channel between a producing and a consuming subtask: a
 // bounded FIFO of items, the equivalent of a network connection's buffers.
 // A producer that finds it full keeps its output staged and stops taking
-// input: that is backpressure. A barrier of an unaligned checkpoint may be
-// put at its head, overtaking what is queued (pushPriority).
+// input: that is backpressure. A barrier of an unaligned checkpoint may
+// overtake the data and watermarks queued, never another marker
+// (pushPriority).
 type queue struct {
 	mu       sync.Mutex
 	items    []item
@@ -162,28 +168,36 @@ func (q *queue) prefill(items []item) {
 	q.mu.Unlock()
 }
 
-// pushPriority puts a barrier at the head of the queue, ahead of everything
-// queued, whatever the capacity, and returns retained copies of the data
-// and watermark items it overtook, in order: they now follow the barrier,
-// so the producer persists them as its output channel state.
+// pushPriority puts a barrier ahead of the data and watermarks queued,
+// whatever the capacity, and returns retained copies of the items it
+// overtook, in order: they now follow the barrier, so the producer persists
+// them as its output channel state.
+//
+// It never overtakes a marker (barrier, cancel or end): markers keep their
+// channel order, so barrier n+1 cannot reach the consumer before barrier n
+// or the cancel of n, and nothing is put ahead of an end. The barrier goes
+// right after the last queued marker, overtaking only what follows it.
 func (q *queue) pushPriority(it item, now time.Time) []item {
 	q.mu.Lock()
 	if q.delay > 0 {
 		it.ready = now.Add(q.delay)
 	}
-	var over []item
-	for _, x := range q.items[q.head:] {
-		if x.kind == kData || x.kind == kWatermark {
-			over = append(over, x.retained())
+	at := q.head
+	for i := len(q.items) - 1; i >= q.head; i-- {
+		if q.items[i].kind.isMarker() {
+			at = i + 1
+			break
 		}
 	}
-	if q.head > 0 {
+	var over []item
+	for _, x := range q.items[at:] {
+		over = append(over, x.retained())
+	}
+	if at == q.head && q.head > 0 {
 		q.head--
 		q.items[q.head] = it
 	} else {
-		q.items = append(q.items, item{})
-		copy(q.items[1:], q.items)
-		q.items[0] = it
+		q.items = slices.Insert(q.items, at, it)
 	}
 	q.mu.Unlock()
 	q.consumer.ring()

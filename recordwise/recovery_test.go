@@ -1,8 +1,12 @@
 package recordwise
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -82,17 +86,38 @@ func TestAlignmentTimeoutSwitches(t *testing.T) {
 	}
 }
 
-// TestCorruptNewestFallsBack corrupts a state object of the newest complete
-// recovery point before the restart reads it: the checksum rejects it and
-// the previous complete one is used, and the output is still right (with
-// an idempotent sink; a transactional one may already have published
-// epochs the older point does not cover, see docs/recordwise.md).
-func TestCorruptNewestFallsBack(t *testing.T) {
-	corrupted := checkpoint.ID(0)
-	sc := &scenario{job: "keyed-count", mode: sink.Idempotent, inputs: inputs("keyed-count", 12000, 100000, 13),
-		interval: 3 * time.Millisecond, fails: []fault.Spec{kill(1, 9000)}}
-	sc.opts.hooks.onRestore = func(st storage.Store, prefix string, l checkpoint.Listing, p checkpoint.RestorePlan) {
-		if !p.Found || len(p.Fallbacks) == 0 || corrupted != 0 {
+// publishedFilesAfter counts the visible files a transactional sink
+// published for epochs after epoch (named part-e<epoch>-s<subtask>-p<part>).
+func publishedFilesAfter(t *testing.T, dir string, epoch int64) int {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Error(err)
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		var ep, sub, part int64
+		if k, err := fmt.Sscanf(e.Name(), "part-e%d-s%d-p%d", &ep, &sub, &part); err == nil && k == 3 && ep > epoch {
+			n++
+		}
+	}
+	return n
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// corruptNewestOnRestore returns a restore hook that, the first time a
+// restart has a complete recovery point to fall back to, flips a byte in the
+// middle of a state object of the newest one (the checksum then rejects
+// it), and records that checkpoint's id in *corrupted.
+func corruptNewestOnRestore(t *testing.T, corrupted *checkpoint.ID) func(storage.Store, string, checkpoint.Listing, checkpoint.RestorePlan) {
+	return func(st storage.Store, prefix string, l checkpoint.Listing, p checkpoint.RestorePlan) {
+		if !p.Found || len(p.Fallbacks) == 0 || *corrupted != 0 {
 			return
 		}
 		ctx := context.Background()
@@ -101,8 +126,12 @@ func TestCorruptNewestFallsBack(t *testing.T) {
 			t.Error(err)
 			return
 		}
+		// A state object if the job has one, else a part descriptor.
+		slices.SortStableFunc(objs, func(a, b storage.Object) int {
+			return cmp.Compare(btoi(!strings.Contains(a.Name, "/op-")), btoi(!strings.Contains(b.Name, "/op-")))
+		})
 		for _, o := range objs {
-			if strings.Contains(o.Name, "/op-") {
+			if strings.Contains(o.Name, "/op-") || strings.HasSuffix(o.Name, "/"+partName) {
 				raw := st.(storage.RawAccess)
 				b, err := raw.RawGet(ctx, o.Name)
 				if err != nil {
@@ -113,22 +142,78 @@ func TestCorruptNewestFallsBack(t *testing.T) {
 				if err := raw.RawPut(ctx, o.Name, b); err != nil {
 					t.Error(err)
 				}
-				corrupted = p.From
+				*corrupted = p.From
 				return
 			}
 		}
 	}
+}
+
+// TestCorruptNewestFallsBack corrupts a state object of the newest complete
+// recovery point before the restart reads it: the checksum rejects it and
+// the previous complete one is used, and the output is still right.
+func TestCorruptNewestFallsBack(t *testing.T) {
+	corrupted := checkpoint.ID(0)
+	sc := &scenario{job: "keyed-count", mode: sink.Idempotent, inputs: inputs("keyed-count", 12000, 100000, 13),
+		interval: 3 * time.Millisecond, fails: []fault.Spec{kill(1, 9000)}}
+	sc.opts.hooks.onRestore = corruptNewestOnRestore(t, &corrupted)
 	o := sc.execute(t)
 	o.check(t, sc.String())
 	if corrupted == 0 {
 		t.Skip("the kill came before two checkpoints completed")
 	}
+	checkFellBack(t, o, corrupted)
+}
+
+// checkFellBack asserts that the restart after the crash restored an older
+// recovery point than the corrupted one, and said so.
+func checkFellBack(t *testing.T, o *result, corrupted checkpoint.ID) {
+	t.Helper()
 	r := o.report.Restores[1]
 	if r.From >= corrupted || r.From == 0 {
 		t.Fatalf("restored %d after corrupting %d: want the previous complete one", r.From, corrupted)
 	}
 	if !slices.ContainsFunc(o.summary.Notes, func(n string) bool { return strings.Contains(n, "could not be read") }) {
 		t.Fatalf("no note about the unreadable recovery point: %v", o.summary.Notes)
+	}
+}
+
+// TestCorruptNewestTransactional: the coordinator crashes right after
+// publishing the epochs of a checkpoint, and that checkpoint proves
+// unreadable at the restart, so the run falls back to the previous one
+// while the newer epochs are already visible. The replay must not publish
+// those rows a second time: the resolved output equals the oracle with no
+// duplicate and no conflicting row.
+func TestCorruptNewestTransactional(t *testing.T) {
+	for _, j := range []string{"keyed-count", "windowed-sum", "etl"} {
+		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+			t.Run(j+"/"+b.String(), func(t *testing.T) {
+				corrupted := checkpoint.ID(0)
+				sc := &scenario{job: j, mode: sink.Transactional, barriers: b, inputs: inputs(j, 12000, 100000, 17),
+					interval: 3 * time.Millisecond, fails: []fault.Spec{at(PointSinkAfterCommit, 3)},
+					output: filepath.Join(fastDir(t), "out")}
+				corrupt := corruptNewestOnRestore(t, &corrupted)
+				// Whether the lost point's epochs left visible rows: files
+				// of epochs after the point the restart falls back to.
+				beyond := 0
+				sc.opts.hooks.onRestore = func(st storage.Store, prefix string, l checkpoint.Listing, p checkpoint.RestorePlan) {
+					if corrupted == 0 && p.Found && len(p.Fallbacks) > 0 {
+						beyond = publishedFilesAfter(t, sc.output, int64(p.Fallbacks[0]))
+					}
+					corrupt(st, prefix, l, p)
+				}
+				o := sc.execute(t)
+				o.check(t, sc.String())
+				if corrupted == 0 {
+					t.Fatalf("no restart had a recovery point to fall back to")
+				}
+				checkFellBack(t, o, corrupted)
+				r := o.report.Restores[1]
+				if beyond > 0 && !slices.ContainsFunc(o.summary.Notes, func(n string) bool { return strings.Contains(n, "not published again") }) {
+					t.Fatalf("no note about rows already published beyond recovery point %d: %v", r.From, o.summary.Notes)
+				}
+			})
+		}
 	}
 }
 
@@ -287,4 +372,67 @@ func TestEndlessInputStops(t *testing.T) {
 	if !slices.ContainsFunc(o.summary.Notes, func(n string) bool { return strings.Contains(n, "stopped before the end") }) {
 		t.Fatalf("no note that the run was stopped: %v", o.summary.Notes)
 	}
+}
+
+// TestRescaledRestore stops a run at one parallelism and resumes it (same
+// run id, storage and output) at another: operator state moves by key
+// group and source positions by partition, and the output equals the
+// oracle's with no duplicate. A recovery point holding in-flight data
+// (unaligned) cannot be rescaled, and the resume says so.
+func TestRescaledRestore(t *testing.T) {
+	for _, tc := range []struct {
+		job      string
+		from, to int
+	}{{"keyed-count", 2, 3}, {"windowed-sum", 3, 2}, {"join", 2, 1}} {
+		t.Run(fmt.Sprintf("%s/p%d-to-p%d", tc.job, tc.from, tc.to), func(t *testing.T) {
+			store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
+			in := inputs(tc.job, 12000, 30000, 19)
+			first := &scenario{job: tc.job, mode: sink.Transactional, parallelism: tc.from, inputs: in,
+				storage: store, output: out, runFor: 200 * time.Millisecond, measureOnly: true}
+			first.opts.RunID = "rescale"
+			o := first.executeRaw(t)
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			if o.summary.Checkpoints.Completed == 0 {
+				t.Fatalf("the first run completed no checkpoint")
+			}
+			second := &scenario{job: tc.job, mode: sink.Transactional, parallelism: tc.to, inputs: in,
+				storage: store, output: out}
+			second.opts.RunID = "rescale"
+			o = second.execute(t)
+			o.check(t, second.String())
+			if !slices.ContainsFunc(o.summary.Notes, func(n string) bool {
+				return strings.Contains(n, fmt.Sprintf("taken at parallelism %d; restored at %d", tc.from, tc.to))
+			}) {
+				t.Fatalf("no note about the rescaled restore: %v", o.summary.Notes)
+			}
+		})
+	}
+	t.Run("in-flight data refused", func(t *testing.T) {
+		store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
+		in := inputs("keyed-count", 12000, 30000, 19)
+		first := &scenario{job: "keyed-count", barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
+			parallelism: 2, inputs: in, storage: store, output: out, runFor: 200 * time.Millisecond, measureOnly: true}
+		first.opts.RunID = "rescale"
+		first.opts.hooks.channelDelay = slowLink(5 * time.Millisecond)
+		o := first.executeRaw(t)
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		var inFlight int64
+		for _, h := range o.report.History {
+			inFlight += h.InFlightBytes
+		}
+		if inFlight == 0 {
+			t.Skip("no unaligned checkpoint persisted in-flight data")
+		}
+		second := &scenario{job: "keyed-count", mode: sink.Transactional, parallelism: 3, inputs: in,
+			storage: store, output: out, measureOnly: true}
+		second.opts.RunID = "rescale"
+		o = second.executeRaw(t)
+		if o.err == nil || !strings.Contains(o.err.Error(), "in-flight data") {
+			t.Fatalf("resuming an unaligned point with in-flight data at another parallelism: err %v, want a refusal naming the in-flight data", o.err)
+		}
+	})
 }

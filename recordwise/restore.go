@@ -26,6 +26,36 @@ type restoredPoint struct {
 	opStates map[string][]operator.KeyGroupState
 	// sources maps input -> partition -> saved position and event time.
 	sources map[string]map[string]partitionState
+	// rescaled: the point was taken at another parallelism. Its parts do
+	// not map onto the new tasks; operator state moves by key group,
+	// source positions by partition, and each chain's tasks start from the
+	// lowest watermarks its old tasks had (chainWM).
+	rescaled bool
+	chainWM  map[string]chainWatermarks
+}
+
+// chainWatermarks are the lowest watermarks the tasks of one chain saved:
+// a rescaled task does not know which of them applied to its channels, and
+// a watermark restored too low only delays event time (the window and join
+// operators keep their own per-key-group watermark in their state).
+type chainWatermarks struct {
+	in, out int64
+}
+
+// noteWatermarks lowers the chain's watermarks to those of one saved part.
+func (rp *restoredPoint) noteWatermarks(d partDesc) {
+	w, ok := rp.chainWM[d.Chain]
+	if !ok {
+		w = chainWatermarks{in: d.OutputWatermark, out: d.OutputWatermark}
+		if len(d.InputWatermarks) > 0 {
+			w.in = d.InputWatermarks[0]
+		}
+	}
+	for _, x := range d.InputWatermarks {
+		w.in = min(w.in, x)
+	}
+	w.out = min(w.out, d.OutputWatermark)
+	rp.chainWM[d.Chain] = w
 }
 
 type loadedPart struct {
@@ -147,6 +177,10 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 			if id != plan.From {
 				inc.obs.note(fmt.Sprintf("recovery point %d could not be read (%s); resumed from %d", plan.From, errs[0], id))
 			}
+			if rp.rescaled {
+				inc.obs.note(fmt.Sprintf("recovery point %d was taken at parallelism %d; restored at %d, its key groups re-assigned",
+					id, rp.meta.Parallelism, inc.plan.parallelism))
+			}
 			return rp, plan, nil
 		}
 		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil {
@@ -181,8 +215,19 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		return rp, fmt.Errorf("metadata version %d, this build reads %d", m.Version, layoutVersion)
 	case m.Checkpoint != uint64(id):
 		return rp, fmt.Errorf("metadata names checkpoint %d", m.Checkpoint)
+	case m.Parallelism < 1:
+		return rp, fmt.Errorf("metadata names parallelism %d", m.Parallelism)
 	case m.Parallelism != inc.plan.parallelism:
-		return rp, fmt.Errorf("recovery point was taken at parallelism %d, the job runs at %d: recordwise restores in-flight data per channel and needs the same parallelism", m.Parallelism, inc.plan.parallelism)
+		var inFlight int64
+		for _, mp := range m.Parts {
+			inFlight += mp.InFlightBytes
+		}
+		if inFlight > 0 {
+			return rp, fmt.Errorf("recovery point was taken at parallelism %d, the job runs at %d: it holds %d bytes of in-flight data (unaligned barriers), which belongs to channels between subtasks and cannot be re-assigned; restore at parallelism %d",
+				m.Parallelism, inc.plan.parallelism, inFlight, m.Parallelism)
+		}
+		rp.rescaled = true
+		rp.chainWM = map[string]chainWatermarks{}
 	}
 	if err := inc.env.Faults.Point(PointMidRestore, coordinatorWorker); err != nil {
 		return rp, err
@@ -200,6 +245,9 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 			return rp, fmt.Errorf("part of %s does not belong to checkpoint %d", mp.Task, id)
 		}
 		rp.parts[checkpoint.TaskID(mp.Task)] = lp
+		if rp.rescaled {
+			rp.noteWatermarks(lp.desc)
+		}
 		for _, o := range lp.desc.Ops {
 			data, err := store.Get(ctx, inc.prefix+o.Key)
 			if err != nil {

@@ -2,6 +2,7 @@ package recordwise
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -235,5 +236,123 @@ func TestQueueTakeRacesPriority(t *testing.T) {
 	<-done
 	if next != rows || len(barriers) != rows/every {
 		t.Fatalf("got %d rows and %d barriers, want %d and %d", next, len(barriers), rows, rows/every)
+	}
+}
+
+// A priority barrier overtakes data and watermarks but never a marker:
+// barrier n+1 cannot reach the consumer ahead of barrier n or the cancel
+// of n, and nothing goes ahead of an end. Whatever it overtook is handed
+// back, and only that.
+func TestQueuePriorityKeepsMarkerOrder(t *testing.T) {
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	type step struct {
+		kind itemKind
+		id   checkpoint.ID
+	}
+	cases := []struct {
+		name   string
+		queued []step
+		want   []step // delivery order after the priority barrier 9
+		over   int    // items it overtook
+	}{
+		{"barrier behind data", []step{{kData, 0}, {kBarrier, 1}, {kData, 0}},
+			[]step{{kData, 0}, {kBarrier, 1}, {kBarrier, 9}, {kData, 0}}, 1},
+		{"two barriers", []step{{kBarrier, 1}, {kData, 0}, {kBarrier, 2}, {kWatermark, 0}, {kData, 0}},
+			[]step{{kBarrier, 1}, {kData, 0}, {kBarrier, 2}, {kBarrier, 9}, {kWatermark, 0}, {kData, 0}}, 2},
+		{"cancel", []step{{kData, 0}, {kCancel, 1}, {kData, 0}},
+			[]step{{kData, 0}, {kCancel, 1}, {kBarrier, 9}, {kData, 0}}, 1},
+		{"end", []step{{kData, 0}, {kEnd, 0}},
+			[]step{{kData, 0}, {kEnd, 0}, {kBarrier, 9}}, 0},
+		{"marker at the tail", []step{{kData, 0}, {kBarrier, 1}},
+			[]step{{kData, 0}, {kBarrier, 1}, {kBarrier, 9}}, 0},
+		{"no marker", []step{{kData, 0}, {kData, 0}},
+			[]step{{kBarrier, 9}, {kData, 0}, {kData, 0}}, 2},
+	}
+	for _, tc := range cases {
+		for _, taken := range []int{0, 1} { // with the queue's head moved on
+			q := newQueue(100, 0, newWaker(), newWaker())
+			now := time.Now()
+			for i := 0; i < taken; i++ {
+				q.tryPush(batchOf(alloc, -1), now)
+			}
+			for i := 0; i < taken; i++ {
+				it, _, _ := q.take(now, nil)
+				it.release()
+			}
+			for _, s := range tc.queued {
+				it := item{kind: s.kind, id: s.id}
+				if s.kind == kData {
+					it = batchOf(alloc, 1)
+				}
+				q.tryPush(it, now)
+			}
+			over := q.pushPriority(item{kind: kBarrier, id: 9}, now)
+			if len(over) != tc.over {
+				t.Errorf("%s: overtook %d items, want %d", tc.name, len(over), tc.over)
+			}
+			for _, o := range over {
+				if o.kind.isMarker() {
+					t.Errorf("%s: overtook a marker %v", tc.name, o.kind)
+				}
+				o.release()
+			}
+			for i, w := range tc.want {
+				it, ok, _ := q.take(now, nil)
+				if !ok || it.kind != w.kind || it.id != w.id {
+					t.Errorf("%s: item %d is kind %d id %d (ok=%v), want kind %d id %d", tc.name, i, it.kind, it.id, ok, w.kind, w.id)
+				}
+				it.release()
+			}
+			for _, it := range q.drain() {
+				t.Errorf("%s: left over kind %d", tc.name, it.kind)
+				it.release()
+			}
+		}
+	}
+}
+
+// A router's unaligned barrier does not overtake a marker still staged
+// (waiting for room in a full channel) either: it is staged right after it,
+// and only the staged items behind it are its output channel state.
+func TestRouterBarrierBehindStagedMarker(t *testing.T) {
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	q := newQueue(1, 0, newWaker(), newWaker())
+	r := newRouter(alloc, source.Schema, 1024, time.Millisecond, 1)
+	r.addEdge(job.Forward, 0, []*queue{q})
+	now := time.Now()
+	oc := r.outs[0]
+	oc.stage(batchOf(alloc, 1))
+	oc.stage(item{kind: kBarrier, id: 1})
+	oc.stage(batchOf(alloc, 2))
+	r.drain(now) // the channel takes row 1 and is full
+	r.cancel(1)
+	oc.stage(batchOf(alloc, 3))
+	state := r.barrier(2, now, now, true)
+	if len(state) != 1 || len(state[0]) != 1 || idsOf(state[0][0])[0] != 3 {
+		t.Fatalf("output channel state %v, want row 3 alone", state)
+	}
+	state[0][0].release()
+	var got []string
+	for {
+		r.drain(now)
+		it, ok, _ := q.take(now, nil)
+		if !ok {
+			break
+		}
+		switch it.kind {
+		case kData:
+			got = append(got, fmt.Sprintf("row%d", idsOf(it)[0]))
+		case kBarrier:
+			got = append(got, fmt.Sprintf("barrier%d", it.id))
+		case kCancel:
+			got = append(got, fmt.Sprintf("cancel%d", it.id))
+		}
+		it.release()
+	}
+	want := "[row1 barrier1 row2 cancel1 barrier2 row3]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("delivered %v, want %s", got, want)
 	}
 }

@@ -105,6 +105,16 @@ type Sink interface {
 	Close() error
 }
 
+// EpochPublisher is implemented by sinks that publish rows per epoch
+// (transactional): what they already made visible can be read back by
+// epoch, so an executor that resumes from an older recovery point than the
+// newest one published can keep from publishing the same rows twice.
+type EpochPublisher interface {
+	// PublishedAfter returns the visible rows of epochs > after, in the
+	// layout's column order, and the greatest published epoch (-1: none).
+	PublishedAfter(after int64) (last int64, rows [][]int64, err error)
+}
+
 // Writer receives rows from one sink subtask.
 type Writer interface {
 	// Write takes rows belonging to epoch. The batch is borrowed.

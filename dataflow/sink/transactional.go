@@ -253,6 +253,57 @@ func (s *txnSink) Recover(complete int64) error {
 	return nil
 }
 
+// parseVisibleEpoch returns the epoch of a published file's name
+// (part-e<epoch>-s<subtask>-p<part>.<ext>, see visibleName).
+func parseVisibleEpoch(name string) (int64, bool) {
+	if _, ok := formatOfName(name); !ok {
+		return 0, false
+	}
+	stem := name[:len(name)-len(filepath.Ext(name))]
+	var e, sub, part int64
+	if n, err := fmt.Sscanf(stem, "part-e%d-s%d-p%d", &e, &sub, &part); err != nil || n != 3 ||
+		fmt.Sprintf("part-e%d-s%d-p%d", e, sub, part) != stem || e < 0 {
+		return 0, false
+	}
+	return e, true
+}
+
+// PublishedAfter reads back what Commit has made visible for epochs > after:
+// the rows, in the layout's column order, and the greatest published epoch
+// (-1 when nothing is published). An executor that resumes from a recovery
+// point covering only epochs <= after, while later epochs are already
+// visible (it fell back past an unreadable newer point), uses it not to
+// publish those rows again and not to reuse their epochs.
+func (s *txnSink) PublishedAfter(after int64) (last int64, rows [][]int64, err error) {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return -1, nil, fmt.Errorf("listing published epochs of %s: %w", s.dir, err)
+	}
+	last = -1
+	for _, e := range entries {
+		epoch, ok := parseVisibleEpoch(e.Name())
+		if !ok || e.IsDir() {
+			continue
+		}
+		last = max(last, epoch)
+		if epoch <= after {
+			continue
+		}
+		path := filepath.Join(s.dir, e.Name())
+		if f, _ := formatOfName(e.Name()); f == Parquet {
+			rows, err = readParquet(path, s.shape, rows)
+		} else {
+			rows, err = readCSV(path, s.shape, rows)
+		}
+		if err != nil {
+			return -1, nil, fmt.Errorf("reading published epoch %d of %s: %w", epoch, s.dir, err)
+		}
+	}
+	return last, rows, nil
+}
+
 type txnWriter struct {
 	*writerBase
 	s *txnSink

@@ -352,3 +352,51 @@ func TestNoHardLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestTransactionalPublishedAfter: PublishedAfter reads back exactly the
+// rows of the published epochs beyond its argument, and the greatest
+// published epoch; staged epochs and other visible names do not count.
+func TestTransactionalPublishedAfter(t *testing.T) {
+	for _, format := range formats {
+		t.Run(string(format), func(t *testing.T) {
+			r, _ := newRand(t)
+			mem := newMem(t)
+			layout := testLayout()
+			dir := t.TempDir()
+			s := openSink(t, dir, Transactional, format, layout, mem)
+			defer s.Close()
+			p, ok := s.(EpochPublisher)
+			if !ok {
+				t.Fatal("the transactional sink is not an EpochPublisher")
+			}
+			last, rows, err := p.PublishedAfter(-1)
+			must(t, err, "published after -1 (empty)")
+			if last != -1 || len(rows) != 0 {
+				t.Fatalf("empty sink: last %d, %d rows", last, len(rows))
+			}
+			g := newGen(r, 30, 1000)
+			byEpoch := [][][]int64{g.rows(40), g.rows(30), g.rows(50), g.rows(20)}
+			for sub := 0; sub < 2; sub++ {
+				w, err := s.Writer(sub, 0)
+				must(t, err, "writer")
+				for e, rows := range byEpoch {
+					write(t, mem, w, layout, int64(e), rows[sub*len(rows)/2:(sub+1)*len(rows)/2])
+				}
+				must(t, w.Flush(3), "flush")
+				must(t, w.Close(), "close")
+			}
+			must(t, s.Commit(2), "commit 2") // epoch 3 stays staged
+			must(t, os.WriteFile(filepath.Join(dir, "part-other"+extOf(format)), nil, 0o644), "foreign file")
+			for after, want := range map[int64][][]int64{-1: slices.Concat(byEpoch[:3]...), 0: slices.Concat(byEpoch[1:3]...), 2: nil} {
+				last, rows, err := p.PublishedAfter(after)
+				must(t, err, "published after")
+				if last != 2 {
+					t.Errorf("after %d: last published epoch %d, want 2", after, last)
+				}
+				if !sameMultiset(rows, want) {
+					t.Errorf("after %d: read back %d rows, want the %d of the published epochs beyond it", after, len(rows), len(want))
+				}
+			}
+		})
+	}
+}
