@@ -142,9 +142,10 @@ func TestCrashBeforeMetadataUsesPreviousPoint(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.String(), func(t *testing.T) {
 			var seen []RestoreInfo
-			_ = seen
-			sc := &scenario{job: "keyed-count", barriers: m, mode: sink.Transactional, inputs: inputs("keyed-count", 8000, 100000, 7),
+			sc := &scenario{job: "keyed-count", barriers: m, mode: sink.Transactional, inputs: inputs("keyed-count", 30000, 100000, 7),
 				fails: []fault.Spec{at(PointAfterPartsBeforeMetadata, 3)}}
+			// 300 ms of paced input: three checkpoints reach their metadata
+			// write even when a loaded machine makes each take tens of ms.
 			o := sc.execute(t)
 			o.check(t, sc.String())
 			seen = o.report.Restores

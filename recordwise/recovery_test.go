@@ -338,8 +338,10 @@ func TestStorageFailures(t *testing.T) {
 	for match, n := range map[string]int{"/part": 20, "/op-": 3, "_metadata": 3} {
 		t.Run(strings.Trim(match, "/_"), func(t *testing.T) {
 			var fs *flakyStore
-			sc := &scenario{job: "windowed-sum", mode: sink.Transactional, inputs: inputs("windowed-sum", 8000, 100000, 18),
-				fails: []fault.Spec{kill(1, 6000)}}
+			sc := &scenario{job: "windowed-sum", mode: sink.Transactional, inputs: inputs("windowed-sum", 30000, 100000, 18),
+				fails: []fault.Spec{kill(1, 22000)}}
+			// 300 ms of paced input, so the third metadata (or op) write
+			// comes even when a loaded machine slows every checkpoint.
 			sc.wrapStore = func(s storage.Store) storage.Store {
 				fs = &flakyStore{Store: s, match: match, n: n}
 				return fs
