@@ -77,6 +77,9 @@ type coordinator struct {
 	curLate   int64
 	visibleAt time.Time
 	ranStart  bool // the current attempt's run has begun (for the bill)
+	// rerunReport is the lost-piece bill of a rerun-batch recovery, until
+	// the re-run has run (lineage.go).
+	rerunReport *lostPieceReport
 	pending   struct {
 		idx          stateIndex
 		version      int64
@@ -832,7 +835,11 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 			wg.Wait()
 		}
 		if c.anyDead() {
-			return WorkerLost{Now: time.Now()}, nil
+			// Lineage rebuilds the lost pieces and the batch goes on;
+			// otherwise the machine rolls it back (lineage.go).
+			if ok, err := c.recoverLostPieces(ctx, se, si+1, errs); err != nil || !ok {
+				return WorkerLost{Now: time.Now()}, err
+			}
 		}
 		for _, err := range errs {
 			if err != nil && !errors.Is(err, errWorkerKilled) {
@@ -850,6 +857,7 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 	}
 	c.met.addRowsOut(c.curOut)
 	c.steps.run = time.Since(t0)
+	c.rerunDone(c.steps.run)
 	return RunDone{}, nil
 }
 
