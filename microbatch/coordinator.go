@@ -77,9 +77,6 @@ type coordinator struct {
 	curLate   int64
 	visibleAt time.Time
 	ranStart  bool // the current attempt's run has begun (for the bill)
-	// rerunReport is the lost-piece bill of a rerun-batch recovery, until
-	// the re-run has run (lineage.go).
-	rerunReport *lostPieceReport
 	pending   struct {
 		idx          stateIndex
 		version      int64
@@ -88,6 +85,10 @@ type coordinator struct {
 		rows, bytes  int64
 		changedState bool
 	}
+
+	// rerunReport is the lost-piece bill of a rerun-batch recovery, until
+	// the re-run has run (lineage.go).
+	rerunReport *lostPieceReport
 }
 
 func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, met *metrics) (*coordinator, error) {
