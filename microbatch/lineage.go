@@ -226,14 +226,7 @@ func (c *coordinator) recoverLostPieces(ctx context.Context, se *stageEnv, done 
 // rebuildRound repairs the workers dead now (steps 1-4 above).
 func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) (bool, error) {
 	start := time.Now()
-	var dead, alive []lineage.WorkerID
-	for _, w := range c.workers {
-		if w.killed.Load() {
-			dead = append(dead, lineage.WorkerID(w.id))
-		} else {
-			alive = append(alive, lineage.WorkerID(w.id))
-		}
-	}
+	dead, alive := c.deadAndAlive()
 	if len(alive) == 0 {
 		c.met.note(fmt.Sprintf("lineage: batch %d lost every worker, so nobody could rebuild its pieces; the batch was re-run", c.cur.Batch))
 		return false, c.noteRerun(done)
@@ -354,6 +347,18 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	return true, nil
 }
 
+// deadAndAlive splits the workers by whether they were killed.
+func (c *coordinator) deadAndAlive() (dead, alive []lineage.WorkerID) {
+	for _, w := range c.workers {
+		if w.killed.Load() {
+			dead = append(dead, lineage.WorkerID(w.id))
+		} else {
+			alive = append(alive, lineage.WorkerID(w.id))
+		}
+	}
+	return dead, alive
+}
+
 // inChain reports whether stage s belongs to a stateless chain.
 func inChain(t *topology, s int) bool {
 	for _, ch := range pieceChains(t) {
@@ -373,14 +378,7 @@ func (c *coordinator) noteRerun(done int) error {
 	if err != nil {
 		return err
 	}
-	var dead, alive []lineage.WorkerID
-	for _, w := range c.workers {
-		if w.killed.Load() {
-			dead = append(dead, lineage.WorkerID(w.id))
-		} else {
-			alive = append(alive, lineage.WorkerID(w.id))
-		}
-	}
+	dead, alive := c.deadAndAlive()
 	lost, err := lineage.Plan(bp.graph, dead, nil, alive)
 	if err != nil {
 		return err

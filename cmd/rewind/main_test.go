@@ -177,14 +177,7 @@ func TestEveryExecutorMatchesTheReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refOut := filepath.Join(t.TempDir(), "ref")
-		if code, _, stderr := rewind(t, append([]string{"run", "--job", jobName, "--executor", "reference", "--output", refOut}, inputs[jobName]...)...); code != 0 {
-			t.Fatalf("%s on reference: exit %d: %s", jobName, code, stderr)
-		}
-		want, _, err := sink.Resolve(refOut, j.Output)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := referenceOutput(t, j, inputs[jobName])
 		if len(want.Rows) == 0 {
 			t.Fatalf("%s: the reference produced no rows; the comparison would prove nothing", jobName)
 		}
@@ -219,6 +212,21 @@ func TestEveryExecutorMatchesTheReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// referenceOutput runs j on the reference executor through the CLI and
+// returns its resolved output.
+func referenceOutput(t *testing.T, j *job.Job, inputs []string) *sink.Table {
+	t.Helper()
+	refOut := filepath.Join(t.TempDir(), "ref")
+	if code, _, stderr := rewind(t, append([]string{"run", "--job", j.Name, "--executor", "reference", "--output", refOut}, inputs...)...); code != 0 {
+		t.Fatalf("%s on reference: exit %d: %s", j.Name, code, stderr)
+	}
+	want, _, err := sink.Resolve(refOut, j.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 func TestNonEmptyOutputNeedsOverwrite(t *testing.T) {
@@ -293,14 +301,7 @@ func TestLineageCrashThroughTheCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refOut := filepath.Join(t.TempDir(), "ref")
-		if code, _, stderr := rewind(t, append([]string{"run", "--job", jobName, "--executor", "reference", "--output", refOut}, inputs[jobName]...)...); code != 0 {
-			t.Fatalf("%s on reference: exit %d: %s", jobName, code, stderr)
-		}
-		want, _, err := sink.Resolve(refOut, j.Output)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := referenceOutput(t, j, inputs[jobName])
 		for _, mode := range []string{"", "rerun-batch"} {
 			out := filepath.Join(t.TempDir(), "out")
 			args := append([]string{"run", "--job", jobName, "--executor", "microbatch", "--sink-mode", "idempotent", "--output", out,
