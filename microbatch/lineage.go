@@ -143,9 +143,9 @@ func checkLineage(t *topology) error {
 	return nil
 }
 
-// batchPieces records the derivation of every non-empty piece of the
-// current batch whose chain ran up to a stage before done. byWorker lists,
-// per worker, its pieces per chain frontier, in partition order.
+// batchPieces holds the derivation of every non-empty piece of the
+// current batch, cut at the last stage of its chain that ran before stage
+// done (the chain's frontier), and where each piece sits.
 type batchPieces struct {
 	graph  *lineage.Graph
 	all    []lineage.PieceID
