@@ -34,8 +34,9 @@ const storageWorker = lineage.WorkerID(-1)
 func pieceOf(u UnitID) lineage.PieceID { return lineage.PieceID(u.String()) }
 
 // planLostFile returns the unit to re-run for a bad file, decided by
-// lineage.Plan. ok is false when the machine will ignore the report (the
-// unit is already being re-run, or the file is not its current one).
+// lineage.Plan. A report the machine will ignore (the unit is already
+// being re-run, or the file is not its current one) and a reduce unit's
+// file are passed through unplanned.
 func (c *coordinator) planLostFile(bad *fileBadError) (UnitID, error) {
 	u := c.m.unit(bad.producer)
 	if bad.producer.Kind != kindMap || u == nil || u.status != stDone || !entryNames(u, bad.file) {
