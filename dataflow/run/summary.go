@@ -138,6 +138,13 @@ func (s *Summary) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "  recovery points: %d completed, %d failed, %d aborted\n", s.Checkpoints.Completed, s.Checkpoints.Failed, s.Checkpoints.Aborted)
 	}
 	fmt.Fprintf(&b, "  crashes %d, late rows %d, lost records %d\n", s.Crashes, s.LateRows, s.LostRecords)
+	if lp := s.LostPieces; lp != nil && lp.Recoveries > 0 {
+		fmt.Fprintf(&b, "  lost pieces (%s): %d lost, %d rebuilt, %d records fed again", lp.Recovery, lp.PiecesLost, lp.PiecesRebuilt, lp.RecordsReread)
+		if lp.RebuildMs != nil {
+			fmt.Fprintf(&b, " in %.1f ms", *lp.RebuildMs)
+		}
+		b.WriteString("\n")
+	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
