@@ -249,3 +249,45 @@ func openTestGen(t testing.TB) source.Source {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// TestLineageKillWhileASourceWaits: with paced inputs a worker kill after
+// N records lands while a batch waits for its input, often between join's
+// two source stages, so only the pieces of the input whose stage ran are
+// lost and the other source stage runs on the replacement from its own
+// read-ahead. Whatever the timing, the output must equal the oracle, and
+// a lineage recovery must re-read exactly the ranges of the pieces it
+// lists, each owned by the dead worker.
+func TestLineageKillWhileASourceWaits(t *testing.T) {
+	for _, after := range []int64{6000, 12000, 20000} {
+		t.Run(fmt.Sprint(after), func(t *testing.T) {
+			t.Parallel()
+			const par = 3
+			var progress bytes.Buffer
+			sc := &scenario{job: "join", parallelism: par, progress: &progress,
+				inputs: map[string]string{
+					job.InputOrders:   "gen:records=15000,keys=3000,partitions=6,seed=1,rate=50000",
+					job.InputPayments: "gen:records=15000,keys=3000,partitions=6,seed=2,rate=50000",
+				},
+				fails: []fault.Spec{{Worker: 1, AfterRecords: after}}}
+			o := sc.execute(t)
+			checkCrashRun(t, "join", sc, o, true)
+			for _, l := range progressLines(t, progress.Bytes()) {
+				if l.Event != "lost-pieces" {
+					continue
+				}
+				var sum int64
+				for _, p := range l.Pieces {
+					i, err := strconv.Atoi(strings.TrimPrefix(p.Partition, "p"))
+					if err != nil || i%par != 1 || p.Worker == 1 {
+						t.Fatalf("piece %+v: not the dead worker's, or rebuilt on it", p)
+					}
+					sum += p.End - p.Start
+				}
+				if sum != l.Reread || l.PiecesLost != len(l.Pieces) {
+					t.Fatalf("lost-pieces line %+v: re-read %d, its pieces hold %d", l, l.Reread, sum)
+				}
+				t.Logf("batch %d: %d pieces rebuilt, %d records re-read", l.BatchID, len(l.Pieces), l.Reread)
+			}
+		})
+	}
+}
