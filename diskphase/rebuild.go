@@ -129,7 +129,7 @@ func (l *lostPieces) recorded(u UnitID, e *MapEntry, now time.Time) map[string]a
 	l.piecesRebuilt++
 	l.recordsReread += e.Records
 	l.wall += wall
-	return map[string]any{"event": "lost-pieces", "recovery": "lineage", "job": u.Job, "unit": u.String(),
+	return map[string]any{"event": "lost_pieces", "recovery": "lineage", "job": u.Job, "unit": u.String(),
 		"pieces_lost": 1, "pieces_rebuilt": 1, "records_reread": e.Records, "planned_records": p.records,
 		"rebuild_ms": float64(wall.Microseconds()) / 1000}
 }

@@ -113,14 +113,14 @@ func TestLostPiecesRebuiltByLineage(t *testing.T) {
 				batches := map[int64]progressLine{}
 				for _, l := range lines {
 					switch l.Event {
-					case "lost-pieces":
+					case "lost_pieces":
 						lp = append(lp, l)
 					case "batch":
 						batches[l.BatchID] = l
 					}
 				}
 				if len(lp) != 1 || lp[0].Recovery != mode || len(lp[0].LostWorkers) != 1 {
-					t.Fatalf("want one lost-pieces line for one worker under %s, got %+v", mode, lp)
+					t.Fatalf("want one lost_pieces line for one worker under %s, got %+v", mode, lp)
 				}
 				l := lp[0]
 				b, ok := batches[l.BatchID]
@@ -272,7 +272,7 @@ func TestLineageKillWhileASourceWaits(t *testing.T) {
 			o := sc.execute(t)
 			checkCrashRun(t, "join", sc, o, true)
 			for _, l := range progressLines(t, progress.Bytes()) {
-				if l.Event != "lost-pieces" {
+				if l.Event != "lost_pieces" {
 					continue
 				}
 				var sum int64
@@ -284,7 +284,7 @@ func TestLineageKillWhileASourceWaits(t *testing.T) {
 					sum += p.End - p.Start
 				}
 				if sum != l.Reread || l.PiecesLost != len(l.Pieces) {
-					t.Fatalf("lost-pieces line %+v: re-read %d, its pieces hold %d", l, l.Reread, sum)
+					t.Fatalf("lost_pieces line %+v: re-read %d, its pieces hold %d", l, l.Reread, sum)
 				}
 				t.Logf("batch %d: %d pieces rebuilt, %d records re-read", l.BatchID, len(l.Pieces), l.Reread)
 			}

@@ -172,7 +172,7 @@ func (m *metrics) lostPieces(r lostPieceReport) {
 	for i, w := range r.survivors {
 		surv[i] = int(w)
 	}
-	m.event(map[string]any{"event": "lost-pieces", "recovery": r.mode, "batch_id": r.batch, "lost_workers": lost,
+	m.event(map[string]any{"event": "lost_pieces", "recovery": r.mode, "batch_id": r.batch, "lost_workers": lost,
 		"survivors": surv, "pieces_lost": r.piecesLost, "pieces_rebuilt": r.piecesRebuilt,
 		"records_reread": r.recordsReread, "rebuild_ms": ms(r.wall), "pieces": r.pieces()})
 }

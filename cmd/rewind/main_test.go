@@ -358,7 +358,7 @@ func TestLineageCrashThroughTheCLI(t *testing.T) {
 					if ev.Rerun {
 						reruns++
 					}
-				case "lost-pieces":
+				case "lost_pieces":
 					losses++
 					if err := json.Unmarshal([]byte(line), &loss); err != nil {
 						t.Fatal(err)
@@ -366,7 +366,7 @@ func TestLineageCrashThroughTheCLI(t *testing.T) {
 				}
 			}
 			if losses != 1 || loss.Recovery != mode || len(loss.LostWorkers) != 1 {
-				t.Fatalf("%s: %d lost-pieces lines, last %+v", what, losses, loss)
+				t.Fatalf("%s: %d lost_pieces lines, last %+v", what, losses, loss)
 			}
 			var wantRecs int64
 			wantPieces := 0
