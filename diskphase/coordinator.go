@@ -40,6 +40,9 @@ type execution struct {
 	// the next incarnation once it knows what was lost.
 	coordCrash *coordCrash
 
+	// lost are the lost-piece figures (rebuild.go).
+	lost lostPieces
+
 	// shared are the readers of forgetful splits (see input.go).
 	sharedMu sync.Mutex
 	shared   map[int]*sharedReader
@@ -383,6 +386,9 @@ func (c *coordinator) exec(ctx context.Context, a action) error {
 			return err
 		}
 		x.met.recorded(a.Unit, lost)
+		if ev := x.lost.recorded(a.Unit, a.Map, time.Now()); ev != nil {
+			x.met.emit(ev)
+		}
 		x.tracef(traceEvent{Kind: "recorded", Unit: a.Unit, Attempt: a.Attempt})
 		if err := c.point(pointAfterRecord); err != nil {
 			return err
@@ -504,7 +510,11 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			// producer has: an interruption, though not a crash.
 			x.met.interrupted(rec, r.unit, true)
 			x.tracef(traceEvent{Kind: "interrupted", Unit: r.unit, Attempt: r.num, Worker: r.worker, Detail: "input lost"})
-			c.m.step(evFileBad{Unit: r.unit, Attempt: r.num, Producer: bad.producer, File: bad.file})
+			producer, err := c.planLostFile(bad)
+			if err != nil {
+				return err
+			}
+			c.m.step(evFileBad{Unit: r.unit, Attempt: r.num, Producer: producer, File: bad.file})
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
@@ -625,7 +635,11 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			x.met.interrupted(rec, bad.producer, false)
 			x.met.lossRerun()
 			x.tracef(traceEvent{Kind: "lost", Unit: bad.producer, Detail: bad.file})
-			c.queue = append(c.queue, evCommitFileBad{Job: a.Job, Producer: bad.producer, File: bad.file})
+			producer, err := c.planLostFile(bad)
+			if err != nil {
+				return err
+			}
+			c.queue = append(c.queue, evCommitFileBad{Job: a.Job, Producer: producer, File: bad.file})
 			return nil
 		}
 		if err != nil {

@@ -66,11 +66,18 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Stopped from outside (an endless input): every committed
 			// finite job is complete, the rest is simply not done.
-			return x.met.summary(), nil
+			return x.summary(), nil
 		}
 		return nil, fmt.Errorf("diskphase: %w", err)
 	}
-	return x.met.summary(), nil
+	return x.summary(), nil
+}
+
+// summary folds the lost-piece figures (rebuild.go) into the metrics'.
+func (x *execution) summary() *run.Summary {
+	s := x.met.summary()
+	s.LostPieces = x.lost.summary()
+	return s
 }
 
 // prepare validates the configuration and builds the execution.

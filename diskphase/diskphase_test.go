@@ -209,12 +209,18 @@ func TestLostMapFileRerunsOnlyItsProducer(t *testing.T) {
 			t.Run(what, func(t *testing.T) {
 				victim := UnitID{Job: 1, Kind: kindMap, Index: 1}
 				done := false
+				var victimRange int64 // records of the victim's split range, from its ledger entry
 				sc := &scenario{job: name, inputs: smallInputs(name, 3000, 11), jobRecords: 1500, mode: sink.Idempotent,
 					onTrace: func(ev traceEvent, st storage.Store, x *execution) {
 						if done || ev.Kind != "recorded" || ev.Unit != victim {
 							return
 						}
 						done = true
+						var e MapEntry
+						if data, err := st.Get(context.Background(), x.names.ledger(victim)); err != nil || json.Unmarshal(data, &e) != nil {
+							t.Errorf("reading the ledger entry of %s: %v", victim, err)
+						}
+						victimRange = e.End - e.Start
 						damage(t, st, x, victim, corrupt)
 					}}
 				o := sc.execute(t)
@@ -224,6 +230,13 @@ func TestLostMapFileRerunsOnlyItsProducer(t *testing.T) {
 				a := o.accounting()
 				if a.lost[victim] != 1 || len(a.lost) != 1 {
 					t.Fatalf("%s: lost files reported for %v, want exactly %s", what, a.lost, victim)
+				}
+				// The decision went through lineage.Plan: one piece lost,
+				// one rebuilt, re-reading exactly the producer's range.
+				lp := o.summary.LostPieces
+				if lp == nil || lp.Recoveries != 1 || lp.PiecesLost != 1 || lp.PiecesRebuilt != 1 || lp.RebuildMs == nil ||
+					victimRange <= 0 || lp.RecordsReread != victimRange {
+					t.Fatalf("%s: lost_pieces %+v, want 1 lost and rebuilt re-reading the victim's %d records", what, lp, victimRange)
 				}
 				for u, n := range a.starts {
 					switch {
@@ -309,6 +322,10 @@ func TestLostStateFileRebuildsItsReduceUnit(t *testing.T) {
 			a := o.accounting()
 			if a.lost[victim] != 1 || a.starts[victim] != 2 || len(a.lost) != 1 {
 				t.Fatalf("lost %v, producer started %d times", a.lost, a.starts[victim])
+			}
+			// A reduce unit's files carry state: not a stateless piece.
+			if lp := o.summary.LostPieces; lp == nil || lp.PiecesLost != 0 || lp.RebuildMs != nil {
+				t.Fatalf("lost_pieces %+v: a state table is not a lineage piece", lp)
 			}
 		})
 	}

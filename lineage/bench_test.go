@@ -24,6 +24,12 @@ import (
 //
 // Both report records_reread per rebuild. Goroutine workers share the
 // machine's cores, so beyond GOMAXPROCS workers the curve flattens.
+//
+// This is the planner and the rebuild alone, on a fixed lost set, with no
+// executor around them: no replacement worker, no state, no read-ahead
+// competing for the cores. The same recovery measured through the
+// micro-batch executor, with its keyed stage and its rerun-batch
+// alternative, is microbatch's BenchmarkLostPieceRecovery.
 func BenchmarkRebuild(b *testing.B) {
 	const (
 		parts     = 4

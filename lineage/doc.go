@@ -23,6 +23,9 @@
 //     and reports Metrics (pieces lost, pieces rebuilt, records re-read,
 //     wall time).
 //
-// Executor integration (microbatch --lost-piece-recovery, diskphase file
-// rebuild) is not done yet. See docs/lineage.md.
+// Executors: microbatch rebuilds a worker's lost pieces with Plan and
+// Rebuild when the worker dies while a batch runs (--lost-piece-recovery
+// lineage, the default; microbatch/lineage.go), and diskphase decides
+// which map unit re-derives a lost or corrupt materialised file with Plan
+// (diskphase/rebuild.go). See docs/lineage.md.
 package lineage

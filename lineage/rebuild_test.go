@@ -145,6 +145,10 @@ func (f *firstRun) release() {
 }
 
 func runFirst(t testing.TB, rng *rand.Rand, j *job.Job, src source.Source, steps []Step, workers int, alloc memory.Allocator) *firstRun {
+	return runFirstOf(t, rng, j, job.DefaultInput, src, steps, workers, alloc)
+}
+
+func runFirstOf(t testing.TB, rng *rand.Rand, j *job.Job, input string, src source.Source, steps []Step, workers int, alloc memory.Allocator) *firstRun {
 	t.Helper()
 	ctx := context.Background()
 	f := &firstRun{g: NewGraph(), pieces: map[PieceID][]arrow.RecordBatch{}}
@@ -174,7 +178,7 @@ func runFirst(t testing.TB, rng *rand.Rand, j *job.Job, src source.Source, steps
 				in = append(in, b)
 			}
 			d := Derivation{ID: PieceID(fmt.Sprintf("%s/%d", name, start)), Worker: WorkerID(n % workers), Steps: steps,
-				Input: &InputRange{Input: job.DefaultInput, Partition: pi, Start: source.Position{Partition: name, Offset: start}, End: pos}}
+				Input: &InputRange{Input: input, Partition: pi, Start: source.Position{Partition: name, Offset: start}, End: pos}}
 			n++
 			if err := f.g.Add(d); err != nil {
 				t.Fatal(err)
@@ -196,15 +200,22 @@ func TestRebuildIdentical(t *testing.T) {
 	cases := []struct {
 		job   string
 		steps []string
+		input string // default job.DefaultInput
 	}{
-		{"etl", []string{"filter", "project"}},
-		{"etl", []string{"filter"}},
-		{"keyed-count", []string{"filter"}},
-		{"windowed-sum", []string{"filter"}},
-		{"etl", nil}, // the raw input range itself
+		{"etl", []string{"filter", "project"}, ""},
+		{"etl", []string{"filter"}, ""},
+		{"keyed-count", []string{"filter"}, ""},
+		{"windowed-sum", []string{"filter"}, ""},
+		{"etl", nil, ""}, // the raw input range itself
+		// join's stateless stages are its two sources: raw ranges.
+		{"join", nil, job.InputOrders},
+		{"join", nil, job.InputPayments},
 	}
 	for _, tc := range cases {
-		t.Run(tc.job+"/"+strings.Join(tc.steps, "+"), func(t *testing.T) {
+		if tc.input == "" {
+			tc.input = job.DefaultInput
+		}
+		t.Run(tc.job+"/"+tc.input+"/"+strings.Join(tc.steps, "+"), func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
 			j := buildJob(t, tc.job)
@@ -217,7 +228,7 @@ func TestRebuildIdentical(t *testing.T) {
 			t.Logf("input %s", spec)
 			src := openGen(t, spec)
 			const workers = 4
-			first := runFirst(t, rng, j, src, steps, workers, mem)
+			first := runFirstOf(t, rng, j, tc.input, src, steps, workers, mem)
 			defer first.release()
 			lost := WorkerID(rng.IntN(workers))
 			var survivors []WorkerID
@@ -234,7 +245,7 @@ func TestRebuildIdentical(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Rebuild(context.Background(), plan, Env{Job: j, Sources: map[string]source.Source{job.DefaultInput: src},
+			res, err := Rebuild(context.Background(), plan, Env{Job: j, Sources: map[string]source.Source{tc.input: src},
 				Alloc: mem, ReadRows: 1 + rng.IntN(5000)})
 			if err != nil {
 				t.Fatal(err)

@@ -85,6 +85,10 @@ type coordinator struct {
 		rows, bytes  int64
 		changedState bool
 	}
+
+	// rerunReport is the lost-piece bill of a rerun-batch recovery, until
+	// the re-run has run (lineage.go).
+	rerunReport *lostPieceReport
 }
 
 func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, met *metrics) (*coordinator, error) {
@@ -832,7 +836,11 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 			wg.Wait()
 		}
 		if c.anyDead() {
-			return WorkerLost{Now: time.Now()}, nil
+			// Lineage rebuilds the lost pieces and the batch goes on;
+			// otherwise the machine rolls it back (lineage.go).
+			if ok, err := c.recoverLostPieces(ctx, se, si+1, errs); err != nil || !ok {
+				return WorkerLost{Now: time.Now()}, err
+			}
 		}
 		for _, err := range errs {
 			if err != nil && !errors.Is(err, errWorkerKilled) {
@@ -850,6 +858,7 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 	}
 	c.met.addRowsOut(c.curOut)
 	c.steps.run = time.Since(t0)
+	c.rerunDone(c.steps.run)
 	return RunDone{}, nil
 }
 

@@ -38,6 +38,10 @@ type metrics struct {
 	fullSnapshots   int
 	lastPlanStart   time.Time
 	progressErr     error
+	// recoveryMode is the lost-piece recovery in force; lp its figures.
+	recoveryMode string
+	lp           lostPieceMetrics
+	notes        []string
 }
 
 // recovery is the bill of one crash, filled in as recovery proceeds.
@@ -149,6 +153,35 @@ func (m *metrics) recovered(r *recovery, restoreStart, restoreEnd time.Time, rep
 		m.event(map[string]any{"event": "recovery", "cause": o.cause, "detect_ms": ms(d), "restore_ms": ms(rs),
 			"reprocessed_records": rp})
 	}
+}
+
+// lostPieces records one lost-piece recovery (lineage.go).
+func (m *metrics) lostPieces(r lostPieceReport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lp.recoveries++
+	m.lp.piecesLost += r.piecesLost
+	m.lp.piecesRebuilt += r.piecesRebuilt
+	m.lp.recordsReread += r.recordsReread
+	m.lp.wall += r.wall
+	lost := make([]int, len(r.lost))
+	for i, w := range r.lost {
+		lost[i] = int(w)
+	}
+	surv := make([]int, len(r.survivors))
+	for i, w := range r.survivors {
+		surv[i] = int(w)
+	}
+	m.event(map[string]any{"event": "lost_pieces", "recovery": r.mode, "batch_id": r.batch, "lost_workers": lost,
+		"survivors": surv, "pieces_lost": r.piecesLost, "pieces_rebuilt": r.piecesRebuilt,
+		"records_reread": r.recordsReread, "rebuild_ms": ms(r.wall), "pieces": r.pieces()})
+}
+
+// note adds a caveat to the summary.
+func (m *metrics) note(s string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notes = append(m.notes, s)
 }
 
 // batchReport is what one committed batch contributes.
@@ -293,6 +326,12 @@ func (m *metrics) summary() *run.Summary {
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.committedRows) / wall.Seconds()
 	}
+	s.LostPieces = &run.LostPieces{Recovery: m.recoveryMode, Recoveries: m.lp.recoveries, PiecesLost: m.lp.piecesLost,
+		PiecesRebuilt: m.lp.piecesRebuilt, RecordsReread: m.lp.recordsReread}
+	if m.lp.recoveries > 0 {
+		s.LostPieces.RebuildMs = msp(&m.lp.wall)
+	}
+	s.Notes = append(s.Notes, m.notes...)
 	for _, r := range m.recoveries {
 		cause := r.cause
 		if r.detect == nil {

@@ -57,6 +57,11 @@ type Options struct {
 	// MaxBatches stops the run after this many committed batches (0: no
 	// limit).
 	MaxBatches int
+	// LostPieceRecovery says how a worker lost while a batch runs is
+	// repaired: RecoveryLineage (rebuild only its stateless pieces, see
+	// lineage.go) or RecoveryRerunBatch (roll back and re-run the batch).
+	// Empty: run.Config.LostPieceRecovery, then RecoveryLineage.
+	LostPieceRecovery string
 
 	hooks testHooks
 }
@@ -84,6 +89,7 @@ type options struct {
 	parallelism int
 	idleBatches bool
 	maxBatches  int
+	lineage     bool // lost pieces are rebuilt by lineage
 	hooks       testHooks
 }
 
@@ -118,6 +124,10 @@ func (o Options) resolve(cfg run.Config) (*options, error) {
 	}
 	if r.trigger <= 0 {
 		r.trigger = cfg.Trigger
+	}
+	var err error
+	if r.lineage, err = resolveRecovery(o.LostPieceRecovery, cfg.LostPieceRecovery); err != nil {
+		return nil, err
 	}
 	switch {
 	case r.maxBatch < 0:
@@ -177,7 +187,20 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	if !validStageID(runID) {
 		return nil, fmt.Errorf("microbatch: run id %q: use letters, digits, _ and - only", runID)
 	}
+	if opts.lineage {
+		topo, err := newTopology(env.Job, env.Sources, opts.parallelism)
+		if err != nil {
+			return nil, fmt.Errorf("microbatch: %w", err)
+		}
+		if err := checkLineage(topo); err != nil {
+			return nil, fmt.Errorf("microbatch: %w", err)
+		}
+	}
 	met := newMetrics(env.Config.Progress)
+	met.recoveryMode = RecoveryRerunBatch
+	if opts.lineage {
+		met.recoveryMode = RecoveryLineage
+	}
 	var crashed *recovery
 	var reprocessed int64
 	for incarnation := 0; ; incarnation++ {

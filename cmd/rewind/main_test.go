@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,6 +151,7 @@ func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 		"whole milliseconds":      {"run", "--window", "1500us"},
 		"--list-fail-points":      {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
 		"worker 7 does not exist": {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
+		"lineage, rerun-batch":    {"run", "--lost-piece-recovery", "sometimes"},
 	}
 	for phrase, args := range cases {
 		code, _, stderr := rewind(t, args...)
@@ -176,14 +178,7 @@ func TestEveryExecutorMatchesTheReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refOut := filepath.Join(t.TempDir(), "ref")
-		if code, _, stderr := rewind(t, append([]string{"run", "--job", jobName, "--executor", "reference", "--output", refOut}, inputs[jobName]...)...); code != 0 {
-			t.Fatalf("%s on reference: exit %d: %s", jobName, code, stderr)
-		}
-		want, _, err := sink.Resolve(refOut, j.Output)
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := referenceOutput(t, j, inputs[jobName])
 		if len(want.Rows) == 0 {
 			t.Fatalf("%s: the reference produced no rows; the comparison would prove nothing", jobName)
 		}
@@ -218,6 +213,21 @@ func TestEveryExecutorMatchesTheReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// referenceOutput runs j on the reference executor through the CLI and
+// returns its resolved output.
+func referenceOutput(t *testing.T, j *job.Job, inputs []string) *sink.Table {
+	t.Helper()
+	refOut := filepath.Join(t.TempDir(), "ref")
+	if code, _, stderr := rewind(t, append([]string{"run", "--job", j.Name, "--executor", "reference", "--output", refOut}, inputs...)...); code != 0 {
+		t.Fatalf("%s on reference: exit %d: %s", j.Name, code, stderr)
+	}
+	want, _, err := sink.Resolve(refOut, j.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
 }
 
 func TestNonEmptyOutputNeedsOverwrite(t *testing.T) {
@@ -382,5 +392,131 @@ func TestInspectShowsRecoveryPointsAndCorruption(t *testing.T) {
 	code, stdout, _ = rewind(t, "inspect", "--storage", store, "--verify", "--objects")
 	if code != exitFailure || !strings.Contains(stdout, victim) || !strings.Contains(stdout, "BAD:") {
 		t.Fatalf("inspect --objects --verify does not name %s: exit %d\n%s", victim, code, stdout)
+	}
+}
+
+// TestLineageCrashThroughTheCLI kills one of three microbatch workers in
+// the middle of the third batch of every built-in job, under both
+// --lost-piece-recovery modes. The resolved output must equal the
+// reference's. Under lineage (the default) the batch is not re-run and
+// the records re-read are exactly the inputs of the lost pieces: the
+// logged ranges of the partitions the dead worker owned in that batch
+// (input partition i lives on worker i mod parallelism), counted here
+// from the batch's progress line, not from the executor's piece list.
+func TestLineageCrashThroughTheCLI(t *testing.T) {
+	inputs := map[string][]string{
+		"keyed-count":  {"--input", "gen:records=3000,keys=50,partitions=6"},
+		"windowed-sum": {"--input", "gen:records=3000,keys=20,partitions=6", "--window", "100ms"},
+		"join": {"--input", "orders=gen:records=1500,keys=300,seed=3,partitions=6", "--input", "payments=gen:records=1500,keys=300,seed=4,partitions=6",
+			"--join-window", "50ms"},
+		"etl": {"--input", "gen:records=3000,partitions=6"},
+	}
+	const par = 3
+	for _, jobName := range job.Names() {
+		j, err := job.Build(jobName, job.DefaultParams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := referenceOutput(t, j, inputs[jobName])
+		for _, mode := range []string{"", "rerun-batch"} {
+			out := filepath.Join(t.TempDir(), "out")
+			args := append([]string{"run", "--job", jobName, "--executor", "microbatch", "--sink-mode", "idempotent", "--output", out,
+				"--storage", "file://" + t.TempDir(), "--trigger", "1ms", "--parallelism", "3", "--max-batch-records", "600",
+				"--fail", "point=batch.mid-run,occurrence=7", "--progress", "json", "--summary", "json"}, inputs[jobName]...)
+			if mode != "" {
+				args = append(args, "--lost-piece-recovery", mode)
+			} else {
+				mode = "lineage" // the default
+			}
+			what := jobName + "/" + mode
+			code, stdout, stderr := rewind(t, args...)
+			if code != 0 {
+				t.Fatalf("%s: exit %d: %s", what, code, stderr)
+			}
+			got, _, err := sink.Resolve(out, j.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := got.Diff(want, 5); d != "" {
+				t.Fatalf("%s differs from the reference:\n%s", what, d)
+			}
+			type src struct {
+				Input, Partition string
+				Start            int64 `json:"start_offset"`
+				End              int64 `json:"end_offset"`
+			}
+			var loss struct {
+				Recovery    string `json:"recovery"`
+				BatchID     int64  `json:"batch_id"`
+				LostWorkers []int  `json:"lost_workers"`
+				PiecesLost  int    `json:"pieces_lost"`
+				Rebuilt     int    `json:"pieces_rebuilt"`
+				Reread      int64  `json:"records_reread"`
+			}
+			batches := map[int64][]src{}
+			reruns, losses := 0, 0
+			for _, line := range strings.Split(stderr, "\n") {
+				if !strings.HasPrefix(line, "{") {
+					continue
+				}
+				var ev struct {
+					Event   string `json:"event"`
+					BatchID int64  `json:"batch_id"`
+					Rerun   bool   `json:"rerun"`
+					Sources []src  `json:"sources"`
+				}
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("%s: progress line %q: %v", what, line, err)
+				}
+				switch ev.Event {
+				case "batch":
+					batches[ev.BatchID] = ev.Sources
+					if ev.Rerun {
+						reruns++
+					}
+				case "lost_pieces":
+					losses++
+					if err := json.Unmarshal([]byte(line), &loss); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if losses != 1 || loss.Recovery != mode || len(loss.LostWorkers) != 1 {
+				t.Fatalf("%s: %d lost_pieces lines, last %+v", what, losses, loss)
+			}
+			var wantRecs int64
+			wantPieces := 0
+			for _, s := range batches[loss.BatchID] {
+				i, err := strconv.Atoi(strings.TrimPrefix(s.Partition, "p"))
+				if err != nil {
+					t.Fatalf("partition %q", s.Partition)
+				}
+				if i%par == loss.LostWorkers[0] && s.End > s.Start {
+					wantRecs += s.End - s.Start
+					wantPieces++
+				}
+			}
+			if wantPieces == 0 {
+				t.Fatalf("%s: the dead worker held nothing in batch %d; the test proves nothing", what, loss.BatchID)
+			}
+			var s run.Summary
+			if err := json.Unmarshal([]byte(lastLine(stdout)), &s); err != nil {
+				t.Fatal(err)
+			}
+			lp := s.LostPieces
+			if lp == nil || lp.Recovery != mode || lp.PiecesLost != wantPieces || lp.RecordsReread != loss.Reread || lp.RebuildMs == nil {
+				t.Fatalf("%s: summary lost_pieces %+v, progress %+v, want %d pieces lost", what, lp, loss, wantPieces)
+			}
+			if mode == "lineage" {
+				if loss.Reread != wantRecs || loss.Rebuilt != wantPieces || reruns != 0 || s.Checkpoints.Failed != 0 {
+					t.Fatalf("%s: re-read %d records in %d pieces, %d batches re-run; the lost pieces hold %d records in %d pieces",
+						what, loss.Reread, loss.Rebuilt, reruns, wantRecs, wantPieces)
+				}
+			} else if reruns != 1 || loss.Reread <= wantRecs {
+				t.Fatalf("%s: %d batches re-run, %d records fed again (the lost pieces hold %d)", what, reruns, loss.Reread, wantRecs)
+			}
+			t.Logf("%s: batch %d, worker %d lost %d pieces holding %d records; %d records fed again",
+				what, loss.BatchID, loss.LostWorkers[0], wantPieces, wantRecs, loss.Reread)
+		}
 	}
 }

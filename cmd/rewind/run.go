@@ -110,7 +110,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.detectDelay, "detect-delay", 0, "recordwise: modelled heartbeat timeout before a dead worker is noticed")
 	fl.Int64Var(&f.jobRecords, "job-records", 0, "diskphase: input records per finite job (0 = the whole bounded input)")
 	fl.DurationVar(&f.jobInterval, "job-interval", 0, "diskphase: input time range per finite job (0 = unset)")
-	fl.StringVar(&f.lostPieceRecovery, "lost-piece-recovery", "rerun-batch", "how a lost stateless piece is recovered: rerun-batch (lineage rebuild is not wired into the executors yet)")
+	fl.StringVar(&f.lostPieceRecovery, "lost-piece-recovery", "lineage", "microbatch and diskphase: how a lost stateless piece is recovered: lineage (rebuild only the lost pieces from their recorded derivation), rerun-batch (re-run the whole batch or unit)")
 	fl.DurationVar(&f.window, "window", time.Second, "windowed-sum: tumbling window size")
 	fl.DurationVar(&f.joinWindow, "join-window", 10*time.Second, "join: max |orders.ts - payments.ts|")
 	fl.DurationVar(&f.disorder, "max-disorder", 0, "how far event time may go backwards within a partition")
@@ -161,14 +161,8 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.cpTimeout <= 0 {
 		return cfg, nil, usagef("invalid --checkpoint-timeout %s: must be positive", f.cpTimeout)
 	}
-	switch f.lostPieceRecovery {
-	case "rerun-batch":
-	case "lineage":
-		// The planner exists (package lineage) but no executor calls it yet;
-		// accepting the value would report a recovery that did not happen.
-		return cfg, nil, usagef("--lost-piece-recovery lineage is not wired into the executors yet (issue #6); allowed now: rerun-batch")
-	default:
-		return cfg, nil, usagef("invalid --lost-piece-recovery %q: allowed is rerun-batch (lineage arrives with issue #6)", f.lostPieceRecovery)
+	if f.lostPieceRecovery != "lineage" && f.lostPieceRecovery != "rerun-batch" {
+		return cfg, nil, usagef("invalid --lost-piece-recovery %q: allowed are lineage, rerun-batch", f.lostPieceRecovery)
 	}
 	if f.summary != "text" && f.summary != "json" {
 		return cfg, nil, usagef("invalid --summary %q: allowed are text, json", f.summary)

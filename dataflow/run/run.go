@@ -53,8 +53,9 @@ type Config struct {
 	// time (0 = not set).
 	JobRecords  int64
 	JobInterval time.Duration
-	// LostPieceRecovery is rerun-batch; lineage is refused by the CLI until
-	// an executor uses package lineage (issue #6).
+	// LostPieceRecovery is how a lost stateless piece is recovered:
+	// lineage (rebuild it from its recorded derivation, package lineage) or
+	// rerun-batch (re-run the batch or unit that made it).
 	LostPieceRecovery string
 	Fails             []fault.Spec
 	Seed              int64

@@ -46,6 +46,10 @@ type Summary struct {
 	LostRecords int64 `json:"lost_records"`
 	LateRows    int64 `json:"late_rows"`
 
+	// LostPieces is what recovering lost stateless pieces cost; null for
+	// executors that have no such pieces (lineage, issue #6).
+	LostPieces *LostPieces `json:"lost_pieces"`
+
 	Crashes     int          `json:"crashes"`
 	Recoveries  []Recovery   `json:"recoveries"`
 	Checkpoints *Checkpoints `json:"checkpoints"`
@@ -69,6 +73,26 @@ type Recovery struct {
 	RestoreMs          *float64 `json:"restore_ms"`
 	ReprocessedRecords *int64   `json:"reprocessed_records"`
 	CatchUpMs          *float64 `json:"catch_up_ms"`
+}
+
+// LostPieces are the figures of lost-piece recovery over a run. A piece is
+// the output of the stateless steps for one input range, held by one
+// worker (microbatch) or materialised in one file (diskphase).
+type LostPieces struct {
+	// Recovery is how lost pieces are recovered: lineage or rerun-batch.
+	Recovery string `json:"recovery"`
+	// Recoveries counts the losses that destroyed pieces.
+	Recoveries int `json:"recoveries"`
+	// PiecesLost counts pieces whose only copy was lost.
+	PiecesLost int `json:"pieces_lost"`
+	// PiecesRebuilt counts pieces derived again: with lineage the lost
+	// ones, with rerun-batch every piece of the re-run batch.
+	PiecesRebuilt int `json:"pieces_rebuilt"`
+	// RecordsReread counts the input records fed through the stateless
+	// steps again to get the pieces back.
+	RecordsReread int64 `json:"records_reread"`
+	// RebuildMs is the time spent deriving them again (null: none lost).
+	RebuildMs *float64 `json:"rebuild_ms"`
 }
 
 // Checkpoints counts recovery points (or committed batches / finished jobs).
@@ -129,6 +153,13 @@ func (s *Summary) WriteText(w io.Writer) error {
 			kinds[i] = fmt.Sprintf("%s %d", k, s.History.Counts[k])
 		}
 		fmt.Fprintf(&b, "  progress events: %s (the newest of each are in --summary json)\n", strings.Join(kinds, ", "))
+	}
+	if lp := s.LostPieces; lp != nil && lp.Recoveries > 0 {
+		fmt.Fprintf(&b, "  lost pieces (%s): %d lost, %d rebuilt, %d records fed again", lp.Recovery, lp.PiecesLost, lp.PiecesRebuilt, lp.RecordsReread)
+		if lp.RebuildMs != nil {
+			fmt.Fprintf(&b, " in %.1f ms", *lp.RebuildMs)
+		}
+		b.WriteString("\n")
 	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
