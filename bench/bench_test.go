@@ -98,7 +98,7 @@ func plan(t *testing.T, alloc memory.Allocator, contestants string) Plan {
 			OutputFormat: sink.Parquet, SinkMode: sink.Idempotent, Parallelism: 2,
 			Trigger: 5 * time.Millisecond, CheckpointInterval: 5 * time.Millisecond, BufferTimeout: time.Millisecond,
 			CheckpointTimeout: time.Minute, RetainedBatches: 3, RetainedCheckpoints: 2, JobRecords: 5000,
-			LostPieceRecovery: "rerun-batch", Seed: 1},
+			LostPieceRecovery: "lineage", Seed: 1},
 		Contestants: cs, Scratch: t.TempDir(), Executors: executors(), Alloc: alloc,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
