@@ -50,6 +50,8 @@ type coordinator struct {
 	pendingRecoveries []*recovery
 
 	bg        sync.WaitGroup // background work (retention, stray writes)
+	async     chan asyncResult
+	inflight  int // actions running beside the loop
 	gcRunning atomic.Bool
 	lastGC    int64
 
@@ -95,7 +97,7 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 	c := &coordinator{
 		env: env, opts: opts, store: env.Store, prefix: runPrefix(env.Job.Name, runID), topo: topo,
 		par: opts.parallelism, alloc: env.Alloc, m: NewMachine(opts.trigger), met: met, faults: env.Faults,
-		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1),
+		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1), async: make(chan asyncResult, 2),
 		commitVer: map[int64]int64{}, manifestMin: map[int64]int64{}, lastGC: -1,
 	}
 	if c.alloc == nil {
@@ -115,18 +117,31 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		return err
 	}
 	c.met.recovered(crashed, restoreStart, time.Now(), reprocessed)
-	ev := Event(Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun})
+	// Events are fed one at a time, in the order they arrive: those the
+	// actions return at once, then those of actions still in flight.
+	queue := []Event{Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun}}
 	for {
+		if len(queue) == 0 {
+			if c.inflight == 0 {
+				return fmt.Errorf("internal error: state %s produced no event", c.m.State())
+			}
+			ev, err := c.await(ctx)
+			if err != nil {
+				return err
+			}
+			queue = append(queue, ev)
+		}
+		ev := queue[0]
+		queue = queue[1:]
 		acts, err := c.m.Step(ev)
 		if err != nil {
 			return err
 		}
-		ev = nil
 		for _, a := range acts {
-			// A death preempts the remaining actions, except the rebuild
-			// that repairs it.
+			// A death preempts the remaining actions and events, except
+			// the rebuild that repairs it.
 			if _, repair := a.(Rebuild); !repair && c.anyDead() {
-				ev = WorkerLost{Now: time.Now()}
+				queue = []Event{WorkerLost{Now: time.Now()}}
 				break
 			}
 			if _, ok := a.(Finish); ok {
@@ -137,12 +152,48 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 				return err
 			}
 			if next != nil {
-				ev = next
+				queue = append(queue, next)
 			}
 		}
-		if ev == nil {
-			return fmt.Errorf("internal error: actions %s produced no event", fmt.Sprint(acts))
-		}
+	}
+}
+
+// asyncResult is the outcome of an action that runs concurrently with the
+// I/O loop (FlushSink, CommitState).
+type asyncResult struct {
+	ev  Event
+	err error
+}
+
+// goAsync runs fn beside the loop; await collects its event. The goroutine
+// is tracked in c.bg, so a crash that returns before it ends still waits
+// for it in close, as a real crash leaves a write to land or not.
+func (c *coordinator) goAsync(fn func() (Event, error)) {
+	c.inflight++
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ev, err := fn()
+		c.async <- asyncResult{ev, err}
+	}()
+}
+
+// await returns the event of the next concurrent action to finish.
+func (c *coordinator) await(ctx context.Context) (Event, error) {
+	select {
+	case r := <-c.async:
+		c.inflight--
+		return r.ev, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// drain waits for every concurrent action still in flight and drops its
+// outcome: a rebuild is about to discard the attempt they belong to.
+func (c *coordinator) drain() {
+	for ; c.inflight > 0; c.inflight-- {
+		<-c.async
 	}
 }
 
@@ -562,6 +613,7 @@ func (c *coordinator) anyDead() bool {
 // they have absorbed part of the batch that failed.
 func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	start := time.Now()
+	c.drain()
 	select {
 	case <-c.deathCh: // this rebuild handles the notified deaths
 	default:
@@ -886,7 +938,11 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 }
 
 // commitState writes state version N: per (stage, subtask) the key groups
-// that changed, then the manifest.
+// that changed, and the manifest. Snapshots are taken and encoded here;
+// the writes run beside the loop (concurrently with the sink flush), all at
+// once: the manifest need not wait for the objects, because no restart
+// reads a version before a commit entry names it, and commits/N waits for
+// every write.
 func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
@@ -982,29 +1038,30 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		}
 		s.worker.fps[s.si] = s.fps
 	}
-	fns := make([]func() error, len(writes))
-	for i, wr := range writes {
-		fns[i] = func() error {
-			if err := c.put(ctx, wr.name, wr.blob); err != nil {
-				return fmt.Errorf("writing state object %s: %w", wr.name, err)
-			}
-			return nil
-		}
-	}
-	if err := c.parallel(PointStateMidWrite, fns); err != nil {
-		return nil, err
-	}
 	man, err := encodeEntry(idx.toManifest(n, full))
 	if err != nil {
 		return nil, err
 	}
-	if err := c.put(ctx, manifestName(n), man); err != nil {
-		return nil, fmt.Errorf("writing state manifest %d: %w", n, err)
-	}
+	writes = append(writes, write{manifestName(n), man})
 	p.idx, p.version, p.full, p.changedState = idx, n, full, true
 	p.written += int64(len(man))
-	c.steps.state = time.Since(t0)
-	return StateCommitted{}, nil
+	fns := make([]func() error, len(writes))
+	for i, wr := range writes {
+		fns[i] = func() error {
+			if err := c.put(ctx, wr.name, wr.blob); err != nil {
+				return fmt.Errorf("writing state %s: %w", wr.name, err)
+			}
+			return nil
+		}
+	}
+	c.goAsync(func() (Event, error) {
+		if err := c.parallel(PointStateMidWrite, fns); err != nil {
+			return nil, err
+		}
+		c.steps.state = time.Since(t0)
+		return StateCommitted{}, nil
+	})
+	return nil, nil
 }
 
 func runAll(fns []func() error) error {
@@ -1024,7 +1081,8 @@ func runAll(fns []func() error) error {
 	return errors.Join(errs...)
 }
 
-// flushSink hands batch N to every sink subtask (epoch = batch id).
+// flushSink hands batch N to every sink subtask (epoch = batch id), beside
+// the loop.
 func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
@@ -1038,12 +1096,15 @@ func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 			return nil
 		}
 	}
-	if err := c.parallel(PointSinkMidWrite, fns); err != nil {
-		return nil, err
-	}
-	c.visibleAt = time.Now()
-	c.steps.sink = time.Since(t0)
-	return SinkDone{}, nil
+	c.goAsync(func() (Event, error) {
+		if err := c.parallel(PointSinkMidWrite, fns); err != nil {
+			return nil, err
+		}
+		c.visibleAt = time.Now()
+		c.steps.sink = time.Since(t0)
+		return SinkDone{}, nil
+	})
+	return nil, nil
 }
 
 // logCommit writes commits/N: from here on batch N is done.

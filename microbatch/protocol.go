@@ -16,11 +16,18 @@ import (
 // One batch, in the normal order:
 //
 //	Idle --Tick--> Planning --Planned--> LoggingOffsets --OffsetsLogged-->
-//	Running --RunDone--> CommittingState --StateCommitted--> Sinking
-//	--SinkDone--> LoggingCommit --CommitLogged--> Publishing --Published--> Idle
+//	Running --RunDone--> Sealing --StateCommitted, SinkDone (either order)-->
+//	LoggingCommit --CommitLogged--> Publishing --Published--> Idle
 //
 // Each arrow that crosses a durable step is preceded by the named crash
 // point of that boundary (Point actions).
+//
+// Sealing writes state version N and flushes the sink for batch N at the
+// same time. Neither depends on the other: a restart trusts neither before
+// commits/N exists, and a re-run of N writes both again from the same
+// input. What the order protects is only that both are durable before
+// commits/N, so the commit log waits for both events. Overlapping them takes
+// the state writes off the path to the sink's visibility.
 
 // State is a named state of the protocol.
 type State int
@@ -34,10 +41,9 @@ const (
 	LoggingOffsets
 	// Running runs the finite job over [start, end).
 	Running
-	// CommittingState writes state version N.
-	CommittingState
-	// Sinking hands batch N to the sink with its batch id.
-	Sinking
+	// Sealing writes state version N and hands batch N to the sink with
+	// its batch id, concurrently.
+	Sealing
 	// LoggingCommit writes commits/N.
 	LoggingCommit
 	// Publishing makes batch N visible (transactional sink), records its
@@ -49,8 +55,8 @@ const (
 	Finished
 )
 
-var stateNames = [...]string{"idle", "planning", "logging-offsets", "running", "committing-state",
-	"sinking", "logging-commit", "publishing", "rebuilding", "finished"}
+var stateNames = [...]string{"idle", "planning", "logging-offsets", "running", "sealing",
+	"logging-commit", "publishing", "rebuilding", "finished"}
 
 func (s State) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
@@ -142,11 +148,14 @@ type Run struct {
 	Rerun bool
 }
 
-// CommitState: write state version Batch. Feeds StateCommitted.
-type CommitState struct{ Batch int64 }
-
-// FlushSink: hand batch Batch to the sink. Feeds SinkDone.
+// FlushSink: hand batch Batch to the sink. Feeds SinkDone. It comes
+// together with CommitState, and the two run concurrently: the I/O loop
+// starts both and feeds SinkDone and StateCommitted as each finishes.
 type FlushSink struct{ Batch int64 }
+
+// CommitState: write state version Batch. Feeds StateCommitted. Runs
+// concurrently with FlushSink.
+type CommitState struct{ Batch int64 }
 
 // LogCommit: write commits/Batch. Feeds CommitLogged.
 type LogCommit struct{ Batch int64 }
@@ -155,7 +164,8 @@ type LogCommit struct{ Batch int64 }
 // progress, release input up to its end, apply retention. Feeds Published.
 type Publish struct{ Batch int64 }
 
-// Rebuild: replace every dead worker. Rollback is set when the surviving
+// Rebuild: replace every dead worker. The I/O loop first waits for the
+// actions still in flight (a concurrent state write or sink flush). Rollback is set when the surviving
 // workers' operators have seen input of an uncommitted batch and must be
 // restored to the state after LastCommitted too (and the sink recovered to
 // it). Failed names the logged batch that will run again (-1 none);
@@ -192,6 +202,8 @@ type Machine struct {
 	nextTick  time.Time
 	// offsetsDurable: offsets/batch is logged.
 	offsetsDurable bool
+	// stateDone, sinkDone: what of Sealing has finished.
+	stateDone, sinkDone bool
 	// resume is the state to go back to after a rebuild.
 	resume State
 	// lateOffsets is the deliberately broken variant used by a test: the
@@ -284,24 +296,21 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 		if m.state != Running {
 			return bad()
 		}
-		m.state = CommittingState
-		return []Action{CommitState{m.batch}}, nil
+		m.state = Sealing
+		m.stateDone, m.sinkDone = false, false
+		return []Action{FlushSink{m.batch}, CommitState{m.batch}}, nil
 	case StateCommitted:
-		if m.state != CommittingState {
+		if m.state != Sealing || m.stateDone {
 			return bad()
 		}
-		m.state = Sinking
-		return []Action{Point{PointAfterState}, FlushSink{m.batch}}, nil
+		m.stateDone = true
+		return m.sealed(PointAfterState), nil
 	case SinkDone:
-		if m.state != Sinking {
+		if m.state != Sealing || m.sinkDone {
 			return bad()
 		}
-		if m.lateOffsets {
-			m.state = LoggingOffsets
-			return []Action{Point{PointAfterSink}, Point{PointBeforeOffsets}, LogOffsets{m.batch}}, nil
-		}
-		m.state = LoggingCommit
-		return []Action{Point{PointAfterSink}, LogCommit{m.batch}}, nil
+		m.sinkDone = true
+		return m.sealed(PointAfterSink), nil
 	case CommitLogged:
 		if m.state != LoggingCommit {
 			return bad()
@@ -338,6 +347,22 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 	return bad()
 }
 
+// sealed passes the crash point of the half of Sealing that finished and,
+// once both halves have, moves on to the commit log (the late variant: to
+// the offsets log).
+func (m *Machine) sealed(point string) []Action {
+	acts := []Action{Point{point}}
+	if !m.stateDone || !m.sinkDone {
+		return acts
+	}
+	if m.lateOffsets {
+		m.state = LoggingOffsets
+		return append(acts, Point{PointBeforeOffsets}, LogOffsets{m.batch})
+	}
+	m.state = LoggingCommit
+	return append(acts, LogCommit{m.batch})
+}
+
 // workerLost decides what a lost worker costs in the current state.
 func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
 	switch m.state {
@@ -356,7 +381,7 @@ func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
 	// Has any operator seen input of the uncommitted batch?
 	touched := false
 	switch m.state {
-	case Running, CommittingState, Sinking, LoggingCommit:
+	case Running, Sealing, LoggingCommit:
 		touched = true
 	case LoggingOffsets:
 		touched = m.lateOffsets // the late variant has run the batch already

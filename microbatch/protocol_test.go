@@ -49,8 +49,13 @@ func TestMachineOneBatch(t *testing.T) {
 	}
 	expect(t, step(t, m, Planned{}), Point{PointBeforeOffsets}, LogOffsets{0})
 	expect(t, step(t, m, OffsetsLogged{}), Point{PointAfterOffsets}, Run{Batch: 0})
-	expect(t, step(t, m, RunDone{}), CommitState{0})
-	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState}, FlushSink{0})
+	// The sink flush and the state write run concurrently; the commit log
+	// waits for both.
+	expect(t, step(t, m, RunDone{}), FlushSink{0}, CommitState{0})
+	if m.State() != Sealing {
+		t.Fatalf("state %s", m.State())
+	}
+	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState})
 	expect(t, step(t, m, SinkDone{}), Point{PointAfterSink}, LogCommit{0})
 	if m.Committed() != -1 {
 		t.Fatal("committed before the commit entry is durable")
@@ -68,6 +73,29 @@ func TestMachineOneBatch(t *testing.T) {
 	expect(t, step(t, m, Planned{Done: true}), Finish{})
 	if m.State() != Finished {
 		t.Fatalf("state %s", m.State())
+	}
+}
+
+// TestMachineSealingEitherOrder: the sink may finish before the state
+// write; the commit log still waits for both, and each half is reported
+// once.
+func TestMachineSealingEitherOrder(t *testing.T) {
+	m := NewMachine(time.Millisecond)
+	step(t, m, Started{Now: t0, LastCommitted: -1, Rerun: -1})
+	step(t, m, Tick{Now: t0})
+	step(t, m, Planned{})
+	step(t, m, OffsetsLogged{})
+	expect(t, step(t, m, RunDone{}), FlushSink{0}, CommitState{0})
+	expect(t, step(t, m, SinkDone{}), Point{PointAfterSink})
+	if _, err := m.Step(SinkDone{}); err == nil {
+		t.Fatal("a second SinkDone was accepted")
+	}
+	if _, err := m.Step(CommitLogged{}); err == nil {
+		t.Fatal("CommitLogged accepted before the state write finished")
+	}
+	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState}, LogCommit{0})
+	if _, err := m.Step(StateCommitted{}); err == nil {
+		t.Fatal("StateCommitted accepted while logging the commit")
 	}
 }
 
@@ -93,7 +121,7 @@ func TestMachineRejectsEventsOutOfOrder(t *testing.T) {
 func TestMachineRestartRerunsLoggedBatch(t *testing.T) {
 	m := NewMachine(time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: 6, Rerun: 7}), Point{PointAfterOffsets}, Run{Batch: 7, Rerun: true})
-	expect(t, step(t, m, RunDone{}), CommitState{7})
+	expect(t, step(t, m, RunDone{}), FlushSink{7}, CommitState{7})
 	m = NewMachine(time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: 6, Rerun: -1}), WaitUntil{At: t0})
 	expect(t, step(t, m, Tick{Now: t0}), Plan{7})
@@ -126,6 +154,8 @@ func TestMachineWorkerLost(t *testing.T) {
 			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"state written", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, StateCommitted{}},
 			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+		{"sink flushed, state not written", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, SinkDone{}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"sink flushed", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, StateCommitted{}, SinkDone{}},
 			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"committed", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, StateCommitted{}, SinkDone{}, CommitLogged{}},
@@ -150,8 +180,8 @@ func TestMachineLateOffsetsVariant(t *testing.T) {
 	step(t, m, Started{Now: t0, LastCommitted: -1, Rerun: -1})
 	step(t, m, Tick{Now: t0})
 	expect(t, step(t, m, Planned{}), Run{Batch: 0})
-	expect(t, step(t, m, RunDone{}), CommitState{0})
-	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState}, FlushSink{0})
+	expect(t, step(t, m, RunDone{}), FlushSink{0}, CommitState{0})
+	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState})
 	expect(t, step(t, m, SinkDone{}), Point{PointAfterSink}, Point{PointBeforeOffsets}, LogOffsets{0})
 	expect(t, step(t, m, OffsetsLogged{}), Point{PointAfterOffsets}, LogCommit{0})
 }
