@@ -1155,7 +1155,7 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 	if c.env.Sink.Mode() == sink.Transactional || c.visibleAt.IsZero() {
 		c.visibleAt = now
 	}
-	c.met.latency(c.visibleAt, c.handover)
+	c.met.latency(c.planStart, c.visibleAt, c.handover)
 	c.steps.publish = time.Since(t0)
 	var wm *int64
 	if c.env.Job.UsesEventTime {
