@@ -2,6 +2,7 @@ package microbatch
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +30,11 @@ import (
 // and the output on the default temp directory (this machine's disk, where
 // every Put pays a file fsync and a directory fsync); "ram" puts them on
 // /dev/shm, which isolates the protocol's own cost from the medium.
+
+// flagCompareSeal runs every keyed-count case twice, with the state write
+// and the sink flush overlapped (the protocol) and one after the other (the
+// serialSeal hook), alternating, so both are measured under the same load.
+var flagCompareSeal = flag.Bool("mb.compareseal", false, "BenchmarkKeyedCount: also run each case with a serial seal, for comparison")
 
 // benchDirs returns the media to benchmark on.
 func benchDirs(b *testing.B) map[string]func() string {
@@ -123,43 +129,57 @@ func BenchmarkKeyedCount(b *testing.B) {
 	for medium, dir := range benchDirs(b) {
 		for _, trigger := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
 			for _, rate := range []int{1_000_000, 2_000_000, 0} {
-				name := fmt.Sprintf("%s/trigger=%s/rate=%d", medium, trigger, rate)
-				b.Run(name, func(b *testing.B) {
-					for range b.N {
-						spec := fmt.Sprintf("gen:records=%d,keys=1000,seed=1", records)
-						if rate > 0 {
-							spec += fmt.Sprintf(",rate=%d", rate)
-						}
-						cfg := run.Config{Job: "keyed-count", Params: job.DefaultParams, Executor: "microbatch",
-							Inputs: map[string]string{job.DefaultInput: spec}, Output: filepath.Join(dir(), "out"),
-							OutputFormat: sink.Parquet, SinkMode: sink.Append, Storage: "file://" + dir(), Parallelism: 2,
-							Trigger: trigger, Seed: 1}
-						ctx := context.Background()
-						env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
-						if err != nil {
-							b.Fatal(err)
-						}
-						s, err := Executor{}.Run(ctx, env)
-						if err != nil {
-							b.Fatal(err)
-						}
-						_ = env.Close()
-						if s.LatencyMs == nil {
-							b.Fatal("no latency measured")
-						}
-						b.ReportMetric(s.ThroughputRPS, "records/s")
-						b.ReportMetric(s.LatencyMs.P50, "p50_ms")
-						b.ReportMetric(s.LatencyMs.P99, "p99_ms")
-						b.ReportMetric(s.LatencyMs.Max, "max_ms")
-						b.ReportMetric(float64(s.Checkpoints.Completed), "batches")
-						if testing.Verbose() {
-							for _, n := range s.Notes {
-								b.Log(n)
-							}
-						}
+				seals := []bool{false}
+				if *flagCompareSeal {
+					seals = []bool{true, false}
+				}
+				for _, serial := range seals {
+					name := fmt.Sprintf("%s/trigger=%s/rate=%d", medium, trigger, rate)
+					if *flagCompareSeal {
+						name += map[bool]string{true: "/seal=serial", false: "/seal=overlap"}[serial]
 					}
-				})
+					benchKeyedCount(b, name, dir, records, trigger, rate, serial)
+				}
 			}
 		}
 	}
+}
+
+// benchKeyedCount runs one keyed-count case (serial: the serialSeal hook).
+func benchKeyedCount(b *testing.B, name string, dir func() string, records int, trigger time.Duration, rate int, serial bool) {
+	b.Run(name, func(b *testing.B) {
+		for range b.N {
+			spec := fmt.Sprintf("gen:records=%d,keys=1000,seed=1", records)
+			if rate > 0 {
+				spec += fmt.Sprintf(",rate=%d", rate)
+			}
+			cfg := run.Config{Job: "keyed-count", Params: job.DefaultParams, Executor: "microbatch",
+				Inputs: map[string]string{job.DefaultInput: spec}, Output: filepath.Join(dir(), "out"),
+				OutputFormat: sink.Parquet, SinkMode: sink.Append, Storage: "file://" + dir(), Parallelism: 2,
+				Trigger: trigger, Seed: 1}
+			ctx := context.Background()
+			env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := Executor{Options: Options{hooks: testHooks{serialSeal: serial}}}.Run(ctx, env)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = env.Close()
+			if s.LatencyMs == nil {
+				b.Fatal("no latency measured")
+			}
+			b.ReportMetric(s.ThroughputRPS, "records/s")
+			b.ReportMetric(s.LatencyMs.P50, "p50_ms")
+			b.ReportMetric(s.LatencyMs.P99, "p99_ms")
+			b.ReportMetric(s.LatencyMs.Max, "max_ms")
+			b.ReportMetric(float64(s.Checkpoints.Completed), "batches")
+			if testing.Verbose() {
+				for _, n := range s.Notes {
+					b.Log(n)
+				}
+			}
+		}
+	})
 }

@@ -178,6 +178,17 @@ func (c *coordinator) goAsync(fn func() (Event, error)) {
 	}()
 }
 
+// serially, with the serialSeal hook, waits for the action just started
+// beside the loop, so that the seal's steps run one after the other.
+func (c *coordinator) serially(ctx context.Context) func(Event, error) (Event, error) {
+	return func(ev Event, err error) (Event, error) {
+		if err != nil || ev != nil || !c.opts.hooks.serialSeal || c.inflight == 0 {
+			return ev, err
+		}
+		return c.await(ctx)
+	}
+}
+
 // await returns the event of the next concurrent action to finish.
 func (c *coordinator) await(ctx context.Context) (Event, error) {
 	select {
@@ -190,11 +201,17 @@ func (c *coordinator) await(ctx context.Context) (Event, error) {
 }
 
 // drain waits for every concurrent action still in flight and drops its
-// outcome: a rebuild is about to discard the attempt they belong to.
-func (c *coordinator) drain() {
+// event: a rebuild is about to discard the attempt they belong to. An error
+// is not dropped: an injected coordinator crash at a mid-write point still
+// crashes the coordinator, and a failed write still fails the run.
+func (c *coordinator) drain() error {
+	var first error
 	for ; c.inflight > 0; c.inflight-- {
-		<-c.async
+		if r := <-c.async; r.err != nil && first == nil {
+			first = r.err
+		}
 	}
+	return first
 }
 
 func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
@@ -210,9 +227,9 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 	case Run:
 		return c.runBatch(ctx, a.Rerun)
 	case CommitState:
-		return c.commitState(ctx)
+		return c.serially(ctx)(c.commitState(ctx))
 	case FlushSink:
-		return c.flushSink(ctx)
+		return c.serially(ctx)(c.flushSink(ctx))
 	case LogCommit:
 		return c.logCommit(ctx)
 	case Publish:
@@ -613,7 +630,9 @@ func (c *coordinator) anyDead() bool {
 // they have absorbed part of the batch that failed.
 func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	start := time.Now()
-	c.drain()
+	if err := c.drain(); err != nil {
+		return nil, err
+	}
 	select {
 	case <-c.deathCh: // this rebuild handles the notified deaths
 	default:
@@ -1042,21 +1061,35 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	writes = append(writes, write{manifestName(n), man})
+	manifest := func() error {
+		if err := c.put(ctx, manifestName(n), man); err != nil {
+			return fmt.Errorf("writing state manifest %d: %w", n, err)
+		}
+		return nil
+	}
+	serial := c.opts.hooks.serialSeal
 	p.idx, p.version, p.full, p.changedState = idx, n, full, true
 	p.written += int64(len(man))
-	fns := make([]func() error, len(writes))
+	fns := make([]func() error, len(writes), len(writes)+1)
 	for i, wr := range writes {
 		fns[i] = func() error {
 			if err := c.put(ctx, wr.name, wr.blob); err != nil {
-				return fmt.Errorf("writing state %s: %w", wr.name, err)
+				return fmt.Errorf("writing state object %s: %w", wr.name, err)
 			}
 			return nil
 		}
 	}
+	if !serial {
+		fns = append(fns, manifest)
+	}
 	c.goAsync(func() (Event, error) {
 		if err := c.parallel(PointStateMidWrite, fns); err != nil {
 			return nil, err
+		}
+		if serial {
+			if err := manifest(); err != nil {
+				return nil, err
+			}
 		}
 		c.steps.state = time.Since(t0)
 		return StateCommitted{}, nil

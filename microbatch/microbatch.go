@@ -71,6 +71,10 @@ type testHooks struct {
 	noRestart bool
 	// onRun sees the positions of every batch attempt.
 	onRun func(e offsetsEntry, rerun bool)
+	// serialSeal runs the sink flush, then the state objects, then the
+	// manifest, each after the previous one, as the executor did before
+	// they overlapped. Benchmarks measure the overlap against it.
+	serialSeal bool
 }
 
 // options are Options resolved against the run configuration.
