@@ -52,6 +52,11 @@ type coordinator struct {
 	bg        sync.WaitGroup // background work (retention, stray writes)
 	async     chan asyncResult
 	inflight  int // actions running beside the loop
+	// crash is the coordinator crash fired at one of its points, if any.
+	// The seal runs two steps at once, and a coordinator that has crashed
+	// in one of them must reach no further point in the other.
+	crashMu sync.Mutex
+	crash   error
 	gcRunning atomic.Bool
 	lastGC    int64
 
@@ -158,6 +163,21 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 	}
 }
 
+// point passes the named coordinator crash point. Once one crash has
+// fired, every later point returns it: a dead process reaches no point.
+func (c *coordinator) point(name string) error {
+	c.crashMu.Lock()
+	defer c.crashMu.Unlock()
+	if c.crash != nil {
+		return c.crash
+	}
+	err := c.faults.Point(name, -1)
+	if _, ok := fault.AsCrash(err); ok {
+		c.crash = err
+	}
+	return err
+}
+
 // asyncResult is the outcome of an action that runs concurrently with the
 // I/O loop (FlushSink, CommitState).
 type asyncResult struct {
@@ -219,7 +239,7 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 	case WaitUntil:
 		return c.waitUntil(ctx, a.At)
 	case Point:
-		return nil, c.faults.Point(a.Name, -1)
+		return nil, c.point(a.Name)
 	case Plan:
 		return c.plan(a.Batch)
 	case LogOffsets:
@@ -854,7 +874,7 @@ func (c *coordinator) logOffsets(ctx context.Context) (Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.faults.Point(PointOffsetsMidWrite, -1); err != nil {
+	if err := c.point(PointOffsetsMidWrite); err != nil {
 		return nil, err
 	}
 	if err := c.put(ctx, offsetsName(c.cur.Batch), data); err != nil {
@@ -931,7 +951,7 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 // tracked in c.bg so the teardown waits for them.
 func (c *coordinator) parallel(point string, fns []func() error) error {
 	if len(fns) == 0 {
-		return c.faults.Point(point, -1)
+		return c.point(point)
 	}
 	res := make(chan error, len(fns))
 	for _, fn := range fns {
@@ -948,7 +968,7 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 			first = err
 		}
 		if i == 0 && first == nil {
-			if err := c.faults.Point(point, -1); err != nil {
+			if err := c.point(point); err != nil {
 				return err
 			}
 		}
@@ -1003,7 +1023,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		p.bytes += s.bytes
 	}
 	if !changed {
-		if err := c.faults.Point(PointStateMidWrite, -1); err != nil {
+		if err := c.point(PointStateMidWrite); err != nil {
 			return nil, err
 		}
 		c.steps.state = time.Since(t0)
@@ -1150,7 +1170,7 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.faults.Point(PointCommitMidWrite, -1); err != nil {
+	if err := c.point(PointCommitMidWrite); err != nil {
 		return nil, err
 	}
 	if err := c.put(ctx, commitName(n), data); err != nil {
