@@ -49,14 +49,14 @@ type coordinator struct {
 	recMu             sync.Mutex
 	pendingRecoveries []*recovery
 
-	bg        sync.WaitGroup // background work (retention, stray writes)
-	async     chan asyncResult
-	inflight  int // actions running beside the loop
+	bg       sync.WaitGroup // background work (retention, stray writes)
+	async    chan asyncResult
+	inflight int // actions running beside the loop
 	// crash is the coordinator crash fired at one of its points, if any.
 	// The seal runs two steps at once, and a coordinator that has crashed
 	// in one of them must reach no further point in the other.
-	crashMu sync.Mutex
-	crash   error
+	crashMu   sync.Mutex
+	crash     error
 	gcRunning atomic.Bool
 	lastGC    int64
 
