@@ -31,10 +31,26 @@ import (
 // every Put pays a file fsync and a directory fsync); "ram" puts them on
 // /dev/shm, which isolates the protocol's own cost from the medium.
 
-// flagCompareSeal runs every keyed-count case twice, with the state write
-// and the sink flush overlapped (the protocol) and one after the other (the
-// serialSeal hook), alternating, so both are measured under the same load.
-var flagCompareSeal = flag.Bool("mb.compareseal", false, "BenchmarkKeyedCount: also run each case with a serial seal, for comparison")
+// flagCompare runs every case twice: as the executor is (after) and as it
+// was before the state write and the sink flush overlapped and before
+// batches were planned ahead (the serialSeal and noPlanAhead hooks), so
+// that both are measured under the same load.
+var flagCompare = flag.Bool("mb.compare", false, "BenchmarkEmptyBatch, BenchmarkKeyedCount: also run each case as the executor was before the seal overlap and planning ahead")
+
+// benchVariant is one variant of the executor a benchmark case runs as.
+type benchVariant struct {
+	name  string // sub-benchmark suffix
+	hooks testHooks
+}
+
+// variants returns the executor as it is, and with -mb.compare also as it
+// was before, first.
+func variants() []benchVariant {
+	if !*flagCompare {
+		return []benchVariant{{}}
+	}
+	return []benchVariant{{"/before", testHooks{serialSeal: true, noPlanAhead: true}}, {"/after", testHooks{}}}
+}
 
 // benchDirs returns the media to benchmark on.
 func benchDirs(b *testing.B) map[string]func() string {
@@ -79,41 +95,48 @@ func (idleReader) Close() error { return nil }
 // log. ns/op is per batch.
 func BenchmarkEmptyBatch(b *testing.B) {
 	for medium, dir := range benchDirs(b) {
-		b.Run(medium, func(b *testing.B) {
-			ctx := context.Background()
-			j, err := job.Build("keyed-count", job.DefaultParams)
-			if err != nil {
-				b.Fatal(err)
-			}
-			out := filepath.Join(dir(), "out")
-			snk, err := sink.Open(out, sink.Idempotent, sink.Parquet, j.Output, memory.DefaultAllocator)
-			if err != nil {
-				b.Fatal(err)
-			}
-			st, err := storage.Open(ctx, dir(), storage.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			env := &run.Env{
-				Config: run.Config{Job: j.Name, Params: j.Params, Parallelism: 2, Trigger: time.Nanosecond, SinkMode: sink.Idempotent},
-				Job:    j, Sources: map[string]source.Source{job.DefaultInput: idleSource{}}, Sink: snk, Store: st,
-				Alloc: memory.DefaultAllocator, Faults: fault.NewInjector(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			}
-			defer env.Close()
-			b.ResetTimer()
-			start := time.Now()
-			s, err := Executor{Options: Options{IdleBatches: true, MaxBatches: b.N}}.Run(ctx, env)
-			if err != nil {
-				b.Fatal(err)
-			}
-			el := time.Since(start)
-			b.StopTimer()
-			if s.Checkpoints.Completed != b.N {
-				b.Fatalf("%d batches committed, want %d", s.Checkpoints.Completed, b.N)
-			}
-			b.ReportMetric(float64(el.Microseconds())/1000/float64(b.N), "ms/batch")
-		})
+		for _, v := range variants() {
+			benchEmptyBatch(b, medium+v.name, dir, v.hooks)
+		}
 	}
+}
+
+// benchEmptyBatch runs one case of BenchmarkEmptyBatch.
+func benchEmptyBatch(b *testing.B, name string, dir func() string, hooks testHooks) {
+	b.Run(name, func(b *testing.B) {
+		ctx := context.Background()
+		j, err := job.Build("keyed-count", job.DefaultParams)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := filepath.Join(dir(), "out")
+		snk, err := sink.Open(out, sink.Idempotent, sink.Parquet, j.Output, memory.DefaultAllocator)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := storage.Open(ctx, dir(), storage.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		env := &run.Env{
+			Config: run.Config{Job: j.Name, Params: j.Params, Parallelism: 2, Trigger: time.Nanosecond, SinkMode: sink.Idempotent},
+			Job:    j, Sources: map[string]source.Source{job.DefaultInput: idleSource{}}, Sink: snk, Store: st,
+			Alloc: memory.DefaultAllocator, Faults: fault.NewInjector(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}
+		defer env.Close()
+		b.ResetTimer()
+		start := time.Now()
+		s, err := Executor{Options: Options{IdleBatches: true, MaxBatches: b.N, hooks: hooks}}.Run(ctx, env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		el := time.Since(start)
+		b.StopTimer()
+		if s.Checkpoints.Completed != b.N {
+			b.Fatalf("%d batches committed, want %d", s.Checkpoints.Completed, b.N)
+		}
+		b.ReportMetric(float64(el.Microseconds())/1000/float64(b.N), "ms/batch")
+	})
 }
 
 // BenchmarkKeyedCount runs keyed-count on the generator at 1M records/s
@@ -129,24 +152,17 @@ func BenchmarkKeyedCount(b *testing.B) {
 	for medium, dir := range benchDirs(b) {
 		for _, trigger := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
 			for _, rate := range []int{1_000_000, 2_000_000, 0} {
-				seals := []bool{false}
-				if *flagCompareSeal {
-					seals = []bool{true, false}
-				}
-				for _, serial := range seals {
-					name := fmt.Sprintf("%s/trigger=%s/rate=%d", medium, trigger, rate)
-					if *flagCompareSeal {
-						name += map[bool]string{true: "/seal=serial", false: "/seal=overlap"}[serial]
-					}
-					benchKeyedCount(b, name, dir, records, trigger, rate, serial)
+				for _, v := range variants() {
+					name := fmt.Sprintf("%s/trigger=%s/rate=%d%s", medium, trigger, rate, v.name)
+					benchKeyedCount(b, name, dir, records, trigger, rate, v.hooks)
 				}
 			}
 		}
 	}
 }
 
-// benchKeyedCount runs one keyed-count case (serial: the serialSeal hook).
-func benchKeyedCount(b *testing.B, name string, dir func() string, records int, trigger time.Duration, rate int, serial bool) {
+// benchKeyedCount runs one keyed-count case.
+func benchKeyedCount(b *testing.B, name string, dir func() string, records int, trigger time.Duration, rate int, hooks testHooks) {
 	b.Run(name, func(b *testing.B) {
 		for range b.N {
 			spec := fmt.Sprintf("gen:records=%d,keys=1000,seed=1", records)
@@ -162,7 +178,7 @@ func benchKeyedCount(b *testing.B, name string, dir func() string, records int, 
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := Executor{Options: Options{hooks: testHooks{serialSeal: serial}}}.Run(ctx, env)
+			s, err := Executor{Options: Options{hooks: hooks}}.Run(ctx, env)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -72,9 +72,14 @@ type coordinator struct {
 	commitVer    map[int64]int64 // batch -> state version (retention)
 	manifestMin  map[int64]int64 // state version -> oldest object version it refers to
 
+	// next is the batch planned ahead while cur waits for its commit entry
+	// and publish (see PlanningAhead), nil if none.
+	next *aheadPlan
+
 	// The batch in flight.
 	cur       *offsetsEntry
 	curRerun  bool
+	curAhead  bool // cur was planned ahead
 	capped    bool
 	planStart time.Time
 	steps     stepTotals
@@ -109,6 +114,7 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 		c.alloc = memory.DefaultAllocator
 	}
 	c.m.lateOffsets = opts.hooks.lateOffsets
+	c.m.noAhead = opts.hooks.noPlanAhead
 	return c, nil
 }
 
@@ -144,9 +150,14 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		}
 		for _, a := range acts {
 			// A death preempts the remaining actions and events, except
-			// the rebuild that repairs it.
+			// the rebuild that repairs it. The actions in flight end
+			// first, so the machine learns what they made durable.
 			if _, repair := a.(Rebuild); !repair && c.anyDead() {
-				queue = []Event{WorkerLost{Now: time.Now()}}
+				fin, err := c.drain()
+				if err != nil {
+					return err
+				}
+				queue = []Event{WorkerLost{Now: time.Now(), Finished: append(queue, fin...)}}
 				break
 			}
 			if _, ok := a.(Finish); ok {
@@ -179,22 +190,26 @@ func (c *coordinator) point(name string) error {
 }
 
 // asyncResult is the outcome of an action that runs concurrently with the
-// I/O loop (FlushSink, CommitState).
+// I/O loop (FlushSink, CommitState, LogCommit, LogOffsets). apply, run on
+// the loop's goroutine when the event is collected, records what the
+// action changed in the coordinator.
 type asyncResult struct {
-	ev  Event
-	err error
+	ev    Event
+	apply func()
+	err   error
 }
 
 // goAsync runs fn beside the loop; await collects its event. The goroutine
 // is tracked in c.bg, so a crash that returns before it ends still waits
-// for it in close, as a real crash leaves a write to land or not.
-func (c *coordinator) goAsync(fn func() (Event, error)) {
+// for it in close, as a real crash leaves a write to land or not. fn must
+// not touch the coordinator's fields; its apply does that.
+func (c *coordinator) goAsync(fn func() (Event, func(), error)) {
 	c.inflight++
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		ev, err := fn()
-		c.async <- asyncResult{ev, err}
+		ev, apply, err := fn()
+		c.async <- asyncResult{ev, apply, err}
 	}()
 }
 
@@ -214,24 +229,37 @@ func (c *coordinator) await(ctx context.Context) (Event, error) {
 	select {
 	case r := <-c.async:
 		c.inflight--
+		if r.err == nil && r.apply != nil {
+			r.apply()
+		}
 		return r.ev, r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-// drain waits for every concurrent action still in flight and drops its
-// event: a rebuild is about to discard the attempt they belong to. An error
-// is not dropped: an injected coordinator crash at a mid-write point still
-// crashes the coordinator, and a failed write still fails the run.
-func (c *coordinator) drain() error {
+// drain waits for every concurrent action still in flight and returns
+// their events, for a rebuild to learn what is durable. An error ends the
+// run: an injected coordinator crash at a mid-write point still crashes
+// the coordinator, and a failed write still fails the run.
+func (c *coordinator) drain() ([]Event, error) {
+	var evs []Event
 	var first error
 	for ; c.inflight > 0; c.inflight-- {
-		if r := <-c.async; r.err != nil && first == nil {
-			first = r.err
+		r := <-c.async
+		switch {
+		case r.err != nil:
+			if first == nil {
+				first = r.err
+			}
+		default:
+			if r.apply != nil {
+				r.apply()
+			}
+			evs = append(evs, r.ev)
 		}
 	}
-	return first
+	return evs, first
 }
 
 func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
@@ -243,7 +271,7 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 	case Plan:
 		return c.plan(a.Batch)
 	case LogOffsets:
-		return c.logOffsets(ctx)
+		return c.logOffsets(ctx, a.Batch)
 	case Run:
 		return c.runBatch(ctx, a.Rerun)
 	case CommitState:
@@ -650,7 +678,7 @@ func (c *coordinator) anyDead() bool {
 // they have absorbed part of the batch that failed.
 func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	start := time.Now()
-	if err := c.drain(); err != nil {
+	if _, err := c.drain(); err != nil { // nothing is in flight by now
 		return nil, err
 	}
 	select {
@@ -713,6 +741,12 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 		c.wmu.Unlock()
 		c.startReaders(ctx, w)
 	}
+	if r.Ahead < 0 {
+		if c.next != nil && r.Discarded == c.next.e.Batch {
+			r.Discarded = -1 // dropped below; c.cur is still published
+		}
+		c.next = nil
+	}
 	if r.Discarded >= 0 {
 		c.cur = nil
 	}
@@ -766,6 +800,17 @@ func (c *coordinator) waitUntil(ctx context.Context, at time.Time) (Event, error
 func (c *coordinator) plan(n int64) (Event, error) {
 	t0 := time.Now()
 	nparts := len(c.topo.parts)
+	// Planned ahead, batch n follows the batch in flight, not the
+	// committed one.
+	ahead := c.cur != nil && n == c.cur.Batch+1
+	ends, tracker, wm := c.ends, c.tracker, c.wm
+	if ahead {
+		ends = make([]int64, nparts)
+		for i, r := range c.cur.Ranges {
+			ends[i] = r.End
+		}
+		tracker, wm = c.cur.Tracker, c.cur.Watermark
+	}
 	avail := make([]int64, nparts)
 	eofAt := make([]int64, nparts)
 	var total int64
@@ -776,7 +821,7 @@ func (c *coordinator) plan(n int64) (Event, error) {
 				return nil, err
 			}
 			g := r.part.global
-			avail[g] = max(0, pos-c.ends[g])
+			avail[g] = max(0, pos-ends[g])
 			eofAt[g] = -1
 			if eof {
 				eofAt[g] = pos
@@ -785,18 +830,18 @@ func (c *coordinator) plan(n int64) (Event, error) {
 		}
 	}
 	take := avail
-	c.capped = false
+	capped := false
 	if lim := c.opts.maxBatch; lim > 0 && total > lim {
 		take = fairShare(avail, lim)
-		c.capped = true
+		capped = true
 	}
 	tr := eventtime.NewTracker(nparts, c.env.Job.Params.MaxDisorder)
-	tr.Restore(c.tracker)
-	e := &offsetsEntry{Format: formatVersion, Batch: n, Job: c.env.Job.Name, WatermarkBefore: c.wm, PlannedUnixNano: t0.UnixNano()}
+	tr.Restore(tracker)
+	e := &offsetsEntry{Format: formatVersion, Batch: n, Job: c.env.Job.Name, WatermarkBefore: wm, PlannedUnixNano: t0.UnixNano()}
 	var rows int64
 	for _, p := range c.topo.parts {
 		g := p.global
-		start := c.ends[g]
+		start := ends[g]
 		end := start + take[g]
 		e.Ranges = append(e.Ranges, partRange{Input: p.input, Partition: p.name, Start: start, End: end})
 		rows += take[g]
@@ -814,16 +859,31 @@ func (c *coordinator) plan(n int64) (Event, error) {
 	if c.env.Job.UsesEventTime {
 		e.Watermark = tr.Watermark()
 	}
-	if rows == 0 && allDone(c.tracker) {
-		return Planned{Done: true}, nil
+	if rows == 0 && allDone(tracker) {
+		// Ahead, the batch in flight is not committed yet: the run is
+		// done only once a plan after its commit finds nothing.
+		return Planned{Done: !ahead, Empty: ahead}, nil
 	}
-	if rows == 0 && trackerEqual(e.Tracker, c.tracker) && !c.opts.idleBatches {
+	if rows == 0 && trackerEqual(e.Tracker, tracker) && !c.opts.idleBatches {
 		return Planned{Empty: true}, nil
 	}
-	c.cur, c.curRerun = e, false
+	if ahead {
+		c.next = &aheadPlan{e: e, capped: capped, planStart: t0, steps: stepTotals{plan: time.Since(t0)}}
+		return Planned{}, nil
+	}
+	c.cur, c.curRerun, c.curAhead, c.capped = e, false, false, capped
 	c.planStart = t0
 	c.steps = stepTotals{plan: time.Since(t0)}
 	return Planned{}, nil
+}
+
+// aheadPlan is a batch planned while the previous one waits for its commit
+// entry and publish.
+type aheadPlan struct {
+	e         *offsetsEntry
+	capped    bool
+	planStart time.Time
+	steps     stepTotals
 }
 
 // fairShare splits lim rows over partitions with avail rows each, giving
@@ -868,20 +928,37 @@ func trackerEqual(a, b eventtime.State) bool {
 	return slices.Equal(a.MaxTS, b.MaxTS) && slices.Equal(a.Done, b.Done)
 }
 
-func (c *coordinator) logOffsets(ctx context.Context) (Event, error) {
+// logOffsets writes offsets/n beside the loop: n is the batch in flight,
+// or the one planned ahead, whose entry goes beside the commit entry of
+// the batch in flight.
+func (c *coordinator) logOffsets(ctx context.Context, n int64) (Event, error) {
 	t0 := time.Now()
-	data, err := encodeEntry(c.cur)
+	e := c.cur
+	if c.next != nil && c.next.e.Batch == n {
+		e = c.next.e
+	}
+	data, err := encodeEntry(e)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.point(PointOffsetsMidWrite); err != nil {
 		return nil, err
 	}
-	if err := c.put(ctx, offsetsName(c.cur.Batch), data); err != nil {
-		return nil, fmt.Errorf("logging offsets of batch %d: %w", c.cur.Batch, err)
-	}
-	c.steps.offsets = time.Since(t0)
-	return OffsetsLogged{}, nil
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.put(ctx, offsetsName(n), data); err != nil {
+			return nil, nil, fmt.Errorf("logging offsets of batch %d: %w", n, err)
+		}
+		d := time.Since(t0)
+		return OffsetsLogged{}, func() {
+			switch {
+			case c.next != nil && c.next.e == e:
+				c.next.steps.offsets = d
+			case c.cur == e:
+				c.steps.offsets = d
+			}
+		}, nil
+	})
+	return nil, nil
 }
 
 // runBatch runs the finite job over the logged ranges, stage by stage, on
@@ -1027,7 +1104,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 			return nil, err
 		}
 		c.steps.state = time.Since(t0)
-		return StateCommitted{}, nil
+		return StateCommitted{Now: time.Now()}, nil
 	}
 	full := c.lastFull < 0 || n-c.lastFull >= int64(c.opts.fullEvery)
 	idx := c.idx.clone()
@@ -1102,17 +1179,17 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	if !serial {
 		fns = append(fns, manifest)
 	}
-	c.goAsync(func() (Event, error) {
+	c.goAsync(func() (Event, func(), error) {
 		if err := c.parallel(PointStateMidWrite, fns); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if serial {
 			if err := manifest(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		c.steps.state = time.Since(t0)
-		return StateCommitted{}, nil
+		now := time.Now()
+		return StateCommitted{Now: now}, func() { c.steps.state = now.Sub(t0) }, nil
 	})
 	return nil, nil
 }
@@ -1149,18 +1226,18 @@ func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 			return nil
 		}
 	}
-	c.goAsync(func() (Event, error) {
+	c.goAsync(func() (Event, func(), error) {
 		if err := c.parallel(PointSinkMidWrite, fns); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		c.visibleAt = time.Now()
-		c.steps.sink = time.Since(t0)
-		return SinkDone{}, nil
+		now := time.Now()
+		return SinkDone{Now: now}, func() { c.visibleAt, c.steps.sink = now, now.Sub(t0) }, nil
 	})
 	return nil, nil
 }
 
-// logCommit writes commits/N: from here on batch N is done.
+// logCommit writes commits/N beside the loop (and beside offsets/N+1 when
+// the next batch was planned ahead): from then on batch N is done.
 func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
@@ -1173,9 +1250,20 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 	if err := c.point(PointCommitMidWrite); err != nil {
 		return nil, err
 	}
-	if err := c.put(ctx, commitName(n), data); err != nil {
-		return nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
-	}
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.put(ctx, commitName(n), data); err != nil {
+			return nil, nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
+		}
+		d := time.Since(t0)
+		return CommitLogged{}, func() { c.committedBatch(d) }, nil
+	})
+	return nil, nil
+}
+
+// committedBatch records that commits/N of the batch in flight is durable.
+func (c *coordinator) committedBatch(took time.Duration) {
+	n := c.cur.Batch
+	p := &c.pending
 	c.committed = n
 	for i, r := range c.cur.Ranges {
 		c.ends[i] = r.End
@@ -1191,8 +1279,7 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 		c.manifestMin[n] = minObjectVersion(p.idx, n)
 	}
 	c.cacheMu.Unlock()
-	c.steps.commit = time.Since(t0)
-	return CommitLogged{}, nil
+	c.steps.commit = took
 }
 
 // publish makes batch N visible at a transactional sink (a no-op for the
@@ -1219,14 +1306,19 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 		batch: n, rerun: c.curRerun, planStart: c.planStart, inputRows: c.curRows, rowsOut: c.curOut, lateRows: c.curLate,
 		steps: c.steps, total: time.Since(c.planStart), stateRows: c.pending.rows, stateBytes: c.pending.bytes,
 		stateWritten: c.pending.written, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
-		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped,
+		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped, plannedAhead: c.curAhead,
 	}, now)
 	for _, w := range c.workers {
 		for _, r := range w.readers {
 			r.q.release(c.ends[r.part.global])
 		}
 	}
-	c.cur, c.curRerun, c.ranStart, c.visibleAt, c.planStart = nil, false, false, time.Time{}, time.Time{}
+	c.cur, c.curRerun, c.curAhead, c.ranStart, c.visibleAt, c.planStart = nil, false, false, false, time.Time{}, time.Time{}
+	if a := c.next; a != nil {
+		// The batch planned ahead is next.
+		c.cur, c.curAhead, c.capped, c.planStart, c.steps = a.e, true, a.capped, a.planStart, a.steps
+		c.next = nil
+	}
 	if c.committed-c.lastGC >= int64(max(1, c.opts.retained/2)) {
 		c.lastGC = c.committed
 		c.startGC(ctx, Listing{})

@@ -178,6 +178,8 @@ type batchReport struct {
 	ranges       []partRange
 	ends         []int64
 	capped       bool
+	// plannedAhead: planned while the batch before it was committing.
+	plannedAhead bool
 }
 
 func (m *metrics) batchCommitted(b batchReport, now time.Time) {
@@ -240,6 +242,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 		"event":                     "batch",
 		"batch_id":                  b.batch,
 		"rerun":                     b.rerun,
+		"planned_ahead":             b.plannedAhead,
 		"timestamp":                 b.planStart.UTC().Format(time.RFC3339Nano),
 		"input_rows":                b.inputRows,
 		"input_rows_per_second":     inRate,
