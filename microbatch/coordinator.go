@@ -214,7 +214,8 @@ func (c *coordinator) goAsync(fn func() (Event, func(), error)) {
 }
 
 // serially, with the serialSeal hook, waits for the action just started
-// beside the loop, so that the seal's steps run one after the other.
+// beside the loop, so that the seal's steps run one after the other, in
+// the order they had before they overlapped: state, then sink.
 func (c *coordinator) serially(ctx context.Context) func(Event, error) (Event, error) {
 	return func(ev Event, err error) (Event, error) {
 		if err != nil || ev != nil || !c.opts.hooks.serialSeal || c.inflight == 0 {
@@ -275,9 +276,17 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 	case Run:
 		return c.runBatch(ctx, a.Rerun)
 	case CommitState:
-		return c.serially(ctx)(c.commitState(ctx))
+		ev, err := c.serially(ctx)(c.commitState(ctx))
+		if err == nil && c.opts.hooks.serialSeal {
+			// As before the overlap: the sink flushes after the state.
+			_, err = c.flushSink(ctx)
+		}
+		return ev, err
 	case FlushSink:
-		return c.serially(ctx)(c.flushSink(ctx))
+		if c.opts.hooks.serialSeal {
+			return nil, nil // flushed after the state (above)
+		}
+		return c.flushSink(ctx)
 	case LogCommit:
 		return c.logCommit(ctx)
 	case Publish:

@@ -15,10 +15,12 @@ package microbatch
 // it.
 const (
 	// PointBeforeOffsets: batch N is planned (end positions decided), nothing
-	// is durable yet.
+	// of it is durable yet. Planned ahead, batch N-1 is sealed and its
+	// commit entry not yet written.
 	PointBeforeOffsets = "batch.before-offsets"
 	// PointOffsetsMidWrite: offsets/N is encoded and being written. Put is
-	// atomic, so the crash leaves no offsets/N object.
+	// atomic, so the crash leaves no offsets/N object. Planned ahead, the
+	// commit entry of batch N-1 is in flight: it lands or not.
 	PointOffsetsMidWrite = "batch.offsets-mid-write"
 	// PointAfterOffsets: offsets/N is durable, the batch has not run.
 	PointAfterOffsets = "batch.after-offsets"
@@ -40,7 +42,8 @@ const (
 	// state writes may still be in flight.
 	PointAfterSink = "batch.after-sink"
 	// PointCommitMidWrite: commits/N is encoded and being written; Put is
-	// atomic, so the crash leaves no commits/N object.
+	// atomic, so the crash leaves no commits/N object. (With batch N+1
+	// planned ahead, this comes before offsets/N+1 is written.)
 	PointCommitMidWrite = "batch.commit-mid-write"
 	// PointAfterCommit: commits/N is durable; a transactional sink has not
 	// published batch N yet.
