@@ -270,7 +270,7 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 	case Point:
 		return nil, c.point(a.Name)
 	case Plan:
-		return c.plan(a.Batch)
+		return c.plan(a.Batch, a.Ahead)
 	case LogOffsets:
 		return c.logOffsets(ctx, a.Batch)
 	case Run:
@@ -806,14 +806,16 @@ func (c *coordinator) waitUntil(ctx context.Context, at time.Time) (Event, error
 
 // plan decides the end position of every partition for batch n: what the
 // readers hold now, at most MaxBatchRecords in total.
-func (c *coordinator) plan(n int64) (Event, error) {
+func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 	t0 := time.Now()
 	nparts := len(c.topo.parts)
 	// Planned ahead, batch n follows the batch in flight, not the
 	// committed one.
-	ahead := c.cur != nil && n == c.cur.Batch+1
 	ends, tracker, wm := c.ends, c.tracker, c.wm
 	if ahead {
+		if c.cur == nil || c.cur.Batch != n-1 {
+			return nil, fmt.Errorf("internal error: batch %d planned ahead with no batch %d in flight", n, n-1)
+		}
 		ends = make([]int64, nparts)
 		for i, r := range c.cur.Ranges {
 			ends[i] = r.End

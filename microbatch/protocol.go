@@ -155,8 +155,13 @@ type WaitUntil struct{ At time.Time }
 // event; a crash there ends this coordinator.
 type Point struct{ Name string }
 
-// Plan: decide the end positions of batch Batch. Feeds Planned.
-type Plan struct{ Batch int64 }
+// Plan: decide the end positions of batch Batch. Feeds Planned. Ahead:
+// the batch before it is sealed and not yet committed, so the plan starts
+// where that batch ends.
+type Plan struct {
+	Batch int64
+	Ahead bool
+}
 
 // LogOffsets: write offsets/Batch. Feeds OffsetsLogged.
 type LogOffsets struct{ Batch int64 }
@@ -296,7 +301,7 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 		}
 		m.nextTick = e.Now.Add(m.trigger)
 		m.state = Planning
-		return []Action{Plan{m.batch}}, nil
+		return []Action{Plan{Batch: m.batch}}, nil
 	case Planned:
 		if m.state == PlanningAhead {
 			if e.Empty || e.Done {
@@ -424,7 +429,7 @@ func (m *Machine) sealed(point string, now time.Time) []Action {
 		m.ahead, m.nextLogged = true, false
 		m.aheadTick, m.dueTick = now.Add(m.trigger), m.nextTick
 		m.state = PlanningAhead
-		return append(acts, Plan{m.batch + 1})
+		return append(acts, Plan{Batch: m.batch + 1, Ahead: true})
 	}
 	m.state = LoggingCommit
 	return append(acts, LogCommit{m.batch})

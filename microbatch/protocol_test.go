@@ -43,7 +43,7 @@ func render(as []Action) string {
 func TestMachineOneBatch(t *testing.T) {
 	m := NewMachine(100 * time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: -1, Rerun: -1}), WaitUntil{At: t0})
-	expect(t, step(t, m, Tick{Now: t0}), Plan{0})
+	expect(t, step(t, m, Tick{Now: t0}), Plan{Batch: 0})
 	if m.State() != Planning {
 		t.Fatalf("state %s", m.State())
 	}
@@ -67,9 +67,9 @@ func TestMachineOneBatch(t *testing.T) {
 	// The next trigger is one interval after the previous one started,
 	// however long the batch took.
 	expect(t, step(t, m, Published{}), WaitUntil{At: t0.Add(100 * time.Millisecond)})
-	expect(t, step(t, m, Tick{Now: t0.Add(300 * time.Millisecond)}), Plan{1})
+	expect(t, step(t, m, Tick{Now: t0.Add(300 * time.Millisecond)}), Plan{Batch: 1})
 	expect(t, step(t, m, Planned{Empty: true}), WaitUntil{At: t0.Add(400 * time.Millisecond)})
-	expect(t, step(t, m, Tick{Now: t0.Add(400 * time.Millisecond)}), Plan{1})
+	expect(t, step(t, m, Tick{Now: t0.Add(400 * time.Millisecond)}), Plan{Batch: 1})
 	expect(t, step(t, m, Planned{Done: true}), Finish{})
 	if m.State() != Finished {
 		t.Fatalf("state %s", m.State())
@@ -89,7 +89,7 @@ func aheadMachine(t *testing.T) *Machine {
 	expect(t, step(t, m, StateCommitted{Now: t0.Add(time.Millisecond)}), Point{PointAfterState})
 	// Sealed after its trigger interval: batch 4 is planned before the
 	// commit entry of batch 3 is written.
-	expect(t, step(t, m, SinkDone{Now: t0.Add(12 * time.Millisecond)}), Point{PointAfterSink}, Plan{4})
+	expect(t, step(t, m, SinkDone{Now: t0.Add(12 * time.Millisecond)}), Point{PointAfterSink}, Plan{Batch: 4, Ahead: true})
 	if m.State() != PlanningAhead {
 		t.Fatalf("state %s", m.State())
 	}
@@ -230,7 +230,7 @@ func TestMachineRestartRerunsLoggedBatch(t *testing.T) {
 	expect(t, step(t, m, RunDone{}), FlushSink{7}, CommitState{7})
 	m = NewMachine(time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: 6, Rerun: -1}), WaitUntil{At: t0})
-	expect(t, step(t, m, Tick{Now: t0}), Plan{7})
+	expect(t, step(t, m, Tick{Now: t0}), Plan{Batch: 7})
 }
 
 // TestMachineWorkerLost: what a lost worker costs in every state.
