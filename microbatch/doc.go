@@ -10,7 +10,9 @@
 // version N (per stage and key group; deltas, a full snapshot every K
 // versions, and a manifest) while (5) it hands the batch to the sink with
 // its batch id, and, once both are durable, (6) logs commits/N; a
-// transactional sink publishes batch N only after that. A restart resumes from the newest commit and re-runs
+// transactional sink publishes batch N only after that. When the next
+// trigger is due by then, batch N+1 is planned and offsets/N+1 written
+// beside commits/N; N+1 runs once both are durable. A restart resumes from the newest commit and re-runs
 // the one logged, uncommitted batch with exactly its logged positions; it
 // never plans such a batch anew.
 //
