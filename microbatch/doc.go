@@ -12,9 +12,10 @@
 // its batch id, and, once both are durable, (6) logs commits/N; a
 // transactional sink publishes batch N only after that. When the next
 // trigger is due by then, batch N+1 is planned and offsets/N+1 written
-// beside commits/N; N+1 runs once both are durable. A restart resumes from the newest commit and re-runs
-// the one logged, uncommitted batch with exactly its logged positions; it
-// never plans such a batch anew.
+// beside commits/N; N+1 runs once both are durable. A restart resumes
+// from the newest commit and re-runs the one logged, uncommitted batch with
+// exactly its logged positions; it never plans such a batch anew (an entry
+// written ahead of it had no work begun and is planned again).
 //
 // The protocol is a pure state machine (Machine: events in, actions out, no
 // goroutines, no clock); restart planning (PlanRestart) and retention
