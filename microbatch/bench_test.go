@@ -29,7 +29,9 @@ import (
 // Each reports its figures with ReportMetric. "disk" puts durable storage
 // and the output on the default temp directory (this machine's disk, where
 // every Put pays a file fsync and a directory fsync); "ram" puts them on
-// /dev/shm, which isolates the protocol's own cost from the medium.
+// /dev/shm, which isolates the protocol's own cost from the medium. Add
+// -mb.compare to measure each case before and after the seal overlap and
+// planning ahead, alternating, under the same load.
 
 // flagCompare runs every case twice: as the executor is (after) and as it
 // was before the state write and the sink flush overlapped and before
