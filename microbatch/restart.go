@@ -95,7 +95,7 @@ func PlanRestart(l Listing) (RestartPlan, error) {
 		p.Rerun = p.LastCommitted + 1
 		p.Next = p.LastCommitted + 2
 	case newestOffsets > p.LastCommitted+1:
-		return p, fmt.Errorf("offsets/%d is logged but the newest commit is %d: the protocol never logs a batch before the previous one commits; the log is damaged, cannot resume", newestOffsets, p.LastCommitted)
+		return p, fmt.Errorf("offsets/%d is logged but the newest commit is %d: the protocol logs a batch at the earliest beside the commit entry of the one before it; the log is damaged, cannot resume", newestOffsets, p.LastCommitted)
 	case newestOffsets == p.LastCommitted+1:
 		p.Rerun = newestOffsets
 		p.Next = newestOffsets + 1
