@@ -49,7 +49,14 @@ type coordinator struct {
 	recMu             sync.Mutex
 	pendingRecoveries []*recovery
 
-	bg        sync.WaitGroup // background work (retention, stray writes)
+	bg       sync.WaitGroup // background work (retention, stray writes)
+	async    chan asyncResult
+	inflight int // actions running beside the loop
+	// crash is the coordinator crash fired at one of its points, if any.
+	// The seal runs two steps at once, and a coordinator that has crashed
+	// in one of them must reach no further point in the other.
+	crashMu   sync.Mutex
+	crash     error
 	gcRunning atomic.Bool
 	lastGC    int64
 
@@ -65,9 +72,14 @@ type coordinator struct {
 	commitVer    map[int64]int64 // batch -> state version (retention)
 	manifestMin  map[int64]int64 // state version -> oldest object version it refers to
 
+	// next is the batch planned ahead while cur waits for its commit entry
+	// and publish (see PlanningAhead), nil if none.
+	next *aheadPlan
+
 	// The batch in flight.
 	cur       *offsetsEntry
 	curRerun  bool
+	curAhead  bool // cur was planned ahead
 	capped    bool
 	planStart time.Time
 	steps     stepTotals
@@ -99,13 +111,14 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 	c := &coordinator{
 		env: env, opts: opts, store: env.Store, prefix: runPrefix(env.Job.Name, runID), topo: topo,
 		par: opts.parallelism, alloc: env.Alloc, m: NewMachine(opts.trigger), met: met, faults: env.Faults,
-		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1),
+		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1), async: make(chan asyncResult, 2),
 		commitVer: map[int64]int64{}, manifestMin: map[int64]int64{}, lastGC: -1,
 	}
 	if c.alloc == nil {
 		c.alloc = memory.DefaultAllocator
 	}
 	c.m.lateOffsets = opts.hooks.lateOffsets
+	c.m.noAhead = opts.hooks.noPlanAhead
 	return c, nil
 }
 
@@ -119,18 +132,36 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		return err
 	}
 	c.met.recovered(crashed, restoreStart, time.Now(), reprocessed)
-	ev := Event(Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun})
+	// Events are fed one at a time, in the order they arrive: those the
+	// actions return at once, then those of actions still in flight.
+	queue := []Event{Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun}}
 	for {
+		if len(queue) == 0 {
+			if c.inflight == 0 {
+				return fmt.Errorf("internal error: state %s produced no event", c.m.State())
+			}
+			ev, err := c.await(ctx)
+			if err != nil {
+				return err
+			}
+			queue = append(queue, ev)
+		}
+		ev := queue[0]
+		queue = queue[1:]
 		acts, err := c.m.Step(ev)
 		if err != nil {
 			return err
 		}
-		ev = nil
 		for _, a := range acts {
-			// A death preempts the remaining actions, except the rebuild
-			// that repairs it.
+			// A death preempts the remaining actions and events, except
+			// the rebuild that repairs it. The actions in flight end
+			// first, so the machine learns what they made durable.
 			if _, repair := a.(Rebuild); !repair && c.anyDead() {
-				ev = WorkerLost{Now: time.Now()}
+				fin, err := c.drain()
+				if err != nil {
+					return err
+				}
+				queue = []Event{WorkerLost{Now: time.Now(), Finished: append(queue, fin...)}}
 				break
 			}
 			if _, ok := a.(Finish); ok {
@@ -141,13 +172,99 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 				return err
 			}
 			if next != nil {
-				ev = next
+				queue = append(queue, next)
 			}
 		}
-		if ev == nil {
-			return fmt.Errorf("internal error: actions %s produced no event", fmt.Sprint(acts))
+	}
+}
+
+// point passes the named coordinator crash point. Once one crash has
+// fired, every later point returns it: a dead process reaches no point.
+func (c *coordinator) point(name string) error {
+	c.crashMu.Lock()
+	defer c.crashMu.Unlock()
+	if c.crash != nil {
+		return c.crash
+	}
+	err := c.faults.Point(name, -1)
+	if _, ok := fault.AsCrash(err); ok {
+		c.crash = err
+	}
+	return err
+}
+
+// asyncResult is the outcome of an action that runs concurrently with the
+// I/O loop (FlushSink, CommitState, LogCommit, LogOffsets). apply, run on
+// the loop's goroutine when the event is collected, records what the
+// action changed in the coordinator.
+type asyncResult struct {
+	ev    Event
+	apply func()
+	err   error
+}
+
+// goAsync runs fn beside the loop; await collects its event. The goroutine
+// is tracked in c.bg, so a crash that returns before it ends still waits
+// for it in close, as a real crash leaves a write to land or not. fn must
+// not touch the coordinator's fields; its apply does that.
+func (c *coordinator) goAsync(fn func() (Event, func(), error)) {
+	c.inflight++
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ev, apply, err := fn()
+		c.async <- asyncResult{ev, apply, err}
+	}()
+}
+
+// serially, with the serialSeal hook, waits for the action just started
+// beside the loop, so that the seal's steps run one after the other, in
+// the order they had before they overlapped: state, then sink.
+func (c *coordinator) serially(ctx context.Context) func(Event, error) (Event, error) {
+	return func(ev Event, err error) (Event, error) {
+		if err != nil || ev != nil || !c.opts.hooks.serialSeal || c.inflight == 0 {
+			return ev, err
+		}
+		return c.await(ctx)
+	}
+}
+
+// await returns the event of the next concurrent action to finish.
+func (c *coordinator) await(ctx context.Context) (Event, error) {
+	select {
+	case r := <-c.async:
+		c.inflight--
+		if r.err == nil && r.apply != nil {
+			r.apply()
+		}
+		return r.ev, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// drain waits for every concurrent action still in flight and returns
+// their events, for a rebuild to learn what is durable. An error ends the
+// run: an injected coordinator crash at a mid-write point still crashes
+// the coordinator, and a failed write still fails the run.
+func (c *coordinator) drain() ([]Event, error) {
+	var evs []Event
+	var first error
+	for ; c.inflight > 0; c.inflight-- {
+		r := <-c.async
+		switch {
+		case r.err != nil:
+			if first == nil {
+				first = r.err
+			}
+		default:
+			if r.apply != nil {
+				r.apply()
+			}
+			evs = append(evs, r.ev)
 		}
 	}
+	return evs, first
 }
 
 func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
@@ -155,16 +272,24 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 	case WaitUntil:
 		return c.waitUntil(ctx, a.At)
 	case Point:
-		return nil, c.faults.Point(a.Name, -1)
+		return nil, c.point(a.Name)
 	case Plan:
-		return c.plan(a.Batch)
+		return c.plan(a.Batch, a.Ahead)
 	case LogOffsets:
-		return c.logOffsets(ctx)
+		return c.logOffsets(ctx, a.Batch)
 	case Run:
 		return c.runBatch(ctx, a.Rerun)
 	case CommitState:
-		return c.commitState(ctx)
+		ev, err := c.serially(ctx)(c.commitState(ctx))
+		if err == nil && c.opts.hooks.serialSeal {
+			// As before the overlap: the sink flushes after the state.
+			_, err = c.flushSink(ctx)
+		}
+		return ev, err
 	case FlushSink:
+		if c.opts.hooks.serialSeal {
+			return nil, nil // flushed after the state (above)
+		}
 		return c.flushSink(ctx)
 	case LogCommit:
 		return c.logCommit(ctx)
@@ -566,6 +691,9 @@ func (c *coordinator) anyDead() bool {
 // they have absorbed part of the batch that failed.
 func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	start := time.Now()
+	if _, err := c.drain(); err != nil { // nothing is in flight by now
+		return nil, err
+	}
 	select {
 	case <-c.deathCh: // this rebuild handles the notified deaths
 	default:
@@ -626,6 +754,12 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 		c.wmu.Unlock()
 		c.startReaders(ctx, w)
 	}
+	if r.Ahead < 0 {
+		if c.next != nil && r.Discarded == c.next.e.Batch {
+			r.Discarded = -1 // dropped below; c.cur is still published
+		}
+		c.next = nil
+	}
 	if r.Discarded >= 0 {
 		c.cur = nil
 	}
@@ -676,9 +810,22 @@ func (c *coordinator) waitUntil(ctx context.Context, at time.Time) (Event, error
 
 // plan decides the end position of every partition for batch n: what the
 // readers hold now, at most MaxBatchRecords in total.
-func (c *coordinator) plan(n int64) (Event, error) {
+func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 	t0 := time.Now()
 	nparts := len(c.topo.parts)
+	// Planned ahead, batch n follows the batch in flight, not the
+	// committed one.
+	ends, tracker, wm := c.ends, c.tracker, c.wm
+	if ahead {
+		if c.cur == nil || c.cur.Batch != n-1 {
+			return nil, fmt.Errorf("internal error: batch %d planned ahead with no batch %d in flight", n, n-1)
+		}
+		ends = make([]int64, nparts)
+		for i, r := range c.cur.Ranges {
+			ends[i] = r.End
+		}
+		tracker, wm = c.cur.Tracker, c.cur.Watermark
+	}
 	avail := make([]int64, nparts)
 	eofAt := make([]int64, nparts)
 	var total int64
@@ -689,7 +836,7 @@ func (c *coordinator) plan(n int64) (Event, error) {
 				return nil, err
 			}
 			g := r.part.global
-			avail[g] = max(0, pos-c.ends[g])
+			avail[g] = max(0, pos-ends[g])
 			eofAt[g] = -1
 			if eof {
 				eofAt[g] = pos
@@ -698,18 +845,18 @@ func (c *coordinator) plan(n int64) (Event, error) {
 		}
 	}
 	take := avail
-	c.capped = false
+	capped := false
 	if lim := c.opts.maxBatch; lim > 0 && total > lim {
 		take = fairShare(avail, lim)
-		c.capped = true
+		capped = true
 	}
 	tr := eventtime.NewTracker(nparts, c.env.Job.Params.MaxDisorder)
-	tr.Restore(c.tracker)
-	e := &offsetsEntry{Format: formatVersion, Batch: n, Job: c.env.Job.Name, WatermarkBefore: c.wm, PlannedUnixNano: t0.UnixNano()}
+	tr.Restore(tracker)
+	e := &offsetsEntry{Format: formatVersion, Batch: n, Job: c.env.Job.Name, WatermarkBefore: wm, PlannedUnixNano: t0.UnixNano()}
 	var rows int64
 	for _, p := range c.topo.parts {
 		g := p.global
-		start := c.ends[g]
+		start := ends[g]
 		end := start + take[g]
 		e.Ranges = append(e.Ranges, partRange{Input: p.input, Partition: p.name, Start: start, End: end})
 		rows += take[g]
@@ -727,16 +874,31 @@ func (c *coordinator) plan(n int64) (Event, error) {
 	if c.env.Job.UsesEventTime {
 		e.Watermark = tr.Watermark()
 	}
-	if rows == 0 && allDone(c.tracker) {
-		return Planned{Done: true}, nil
+	if rows == 0 && allDone(tracker) {
+		// Ahead, the batch in flight is not committed yet: the run is
+		// done only once a plan after its commit finds nothing.
+		return Planned{Done: !ahead, Empty: ahead}, nil
 	}
-	if rows == 0 && trackerEqual(e.Tracker, c.tracker) && !c.opts.idleBatches {
+	if rows == 0 && trackerEqual(e.Tracker, tracker) && !c.opts.idleBatches {
 		return Planned{Empty: true}, nil
 	}
-	c.cur, c.curRerun = e, false
+	if ahead {
+		c.next = &aheadPlan{e: e, capped: capped, planStart: t0, steps: stepTotals{plan: time.Since(t0)}}
+		return Planned{}, nil
+	}
+	c.cur, c.curRerun, c.curAhead, c.capped = e, false, false, capped
 	c.planStart = t0
 	c.steps = stepTotals{plan: time.Since(t0)}
 	return Planned{}, nil
+}
+
+// aheadPlan is a batch planned while the previous one waits for its commit
+// entry and publish.
+type aheadPlan struct {
+	e         *offsetsEntry
+	capped    bool
+	planStart time.Time
+	steps     stepTotals
 }
 
 // fairShare splits lim rows over partitions with avail rows each, giving
@@ -781,20 +943,37 @@ func trackerEqual(a, b eventtime.State) bool {
 	return slices.Equal(a.MaxTS, b.MaxTS) && slices.Equal(a.Done, b.Done)
 }
 
-func (c *coordinator) logOffsets(ctx context.Context) (Event, error) {
+// logOffsets writes offsets/n beside the loop: n is the batch in flight,
+// or the one planned ahead, whose entry goes beside the commit entry of
+// the batch in flight.
+func (c *coordinator) logOffsets(ctx context.Context, n int64) (Event, error) {
 	t0 := time.Now()
-	data, err := encodeEntry(c.cur)
+	e := c.cur
+	if c.next != nil && c.next.e.Batch == n {
+		e = c.next.e
+	}
+	data, err := encodeEntry(e)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.faults.Point(PointOffsetsMidWrite, -1); err != nil {
+	if err := c.point(PointOffsetsMidWrite); err != nil {
 		return nil, err
 	}
-	if err := c.put(ctx, offsetsName(c.cur.Batch), data); err != nil {
-		return nil, fmt.Errorf("logging offsets of batch %d: %w", c.cur.Batch, err)
-	}
-	c.steps.offsets = time.Since(t0)
-	return OffsetsLogged{}, nil
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.put(ctx, offsetsName(n), data); err != nil {
+			return nil, nil, fmt.Errorf("logging offsets of batch %d: %w", n, err)
+		}
+		d := time.Since(t0)
+		return OffsetsLogged{}, func() {
+			switch {
+			case c.next != nil && c.next.e == e:
+				c.next.steps.offsets = d
+			case c.cur == e:
+				c.steps.offsets = d
+			}
+		}, nil
+	})
+	return nil, nil
 }
 
 // runBatch runs the finite job over the logged ranges, stage by stage, on
@@ -869,7 +1048,7 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 // tracked in c.bg so the teardown waits for them.
 func (c *coordinator) parallel(point string, fns []func() error) error {
 	if len(fns) == 0 {
-		return c.faults.Point(point, -1)
+		return c.point(point)
 	}
 	res := make(chan error, len(fns))
 	for _, fn := range fns {
@@ -886,7 +1065,7 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 			first = err
 		}
 		if i == 0 && first == nil {
-			if err := c.faults.Point(point, -1); err != nil {
+			if err := c.point(point); err != nil {
 				return err
 			}
 		}
@@ -895,7 +1074,11 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 }
 
 // commitState writes state version N: per (stage, subtask) the key groups
-// that changed, then the manifest.
+// that changed, and the manifest. Snapshots are taken and encoded here;
+// the writes run beside the loop (concurrently with the sink flush), all at
+// once: the manifest need not wait for the objects, because no restart
+// reads a version before a commit entry names it, and commits/N waits for
+// every write.
 func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
@@ -937,11 +1120,11 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		p.bytes += s.bytes
 	}
 	if !changed {
-		if err := c.faults.Point(PointStateMidWrite, -1); err != nil {
+		if err := c.point(PointStateMidWrite); err != nil {
 			return nil, err
 		}
 		c.steps.state = time.Since(t0)
-		return StateCommitted{}, nil
+		return StateCommitted{Now: time.Now()}, nil
 	}
 	full := c.lastFull < 0 || n-c.lastFull >= int64(c.opts.fullEvery)
 	idx := c.idx.clone()
@@ -991,7 +1174,20 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		}
 		s.worker.fps[s.si] = s.fps
 	}
-	fns := make([]func() error, len(writes))
+	man, err := encodeEntry(idx.toManifest(n, full))
+	if err != nil {
+		return nil, err
+	}
+	manifest := func() error {
+		if err := c.put(ctx, manifestName(n), man); err != nil {
+			return fmt.Errorf("writing state manifest %d: %w", n, err)
+		}
+		return nil
+	}
+	serial := c.opts.hooks.serialSeal
+	p.idx, p.version, p.full, p.changedState = idx, n, full, true
+	p.written += int64(len(man))
+	fns := make([]func() error, len(writes), len(writes)+1)
 	for i, wr := range writes {
 		fns[i] = func() error {
 			if err := c.put(ctx, wr.name, wr.blob); err != nil {
@@ -1000,20 +1196,22 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 			return nil
 		}
 	}
-	if err := c.parallel(PointStateMidWrite, fns); err != nil {
-		return nil, err
+	if !serial {
+		fns = append(fns, manifest)
 	}
-	man, err := encodeEntry(idx.toManifest(n, full))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.put(ctx, manifestName(n), man); err != nil {
-		return nil, fmt.Errorf("writing state manifest %d: %w", n, err)
-	}
-	p.idx, p.version, p.full, p.changedState = idx, n, full, true
-	p.written += int64(len(man))
-	c.steps.state = time.Since(t0)
-	return StateCommitted{}, nil
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.parallel(PointStateMidWrite, fns); err != nil {
+			return nil, nil, err
+		}
+		if serial {
+			if err := manifest(); err != nil {
+				return nil, nil, err
+			}
+		}
+		now := time.Now()
+		return StateCommitted{Now: now}, func() { c.steps.state = now.Sub(t0) }, nil
+	})
+	return nil, nil
 }
 
 func runAll(fns []func() error) error {
@@ -1033,7 +1231,8 @@ func runAll(fns []func() error) error {
 	return errors.Join(errs...)
 }
 
-// flushSink hands batch N to every sink subtask (epoch = batch id).
+// flushSink hands batch N to every sink subtask (epoch = batch id), beside
+// the loop.
 func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
@@ -1047,15 +1246,18 @@ func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 			return nil
 		}
 	}
-	if err := c.parallel(PointSinkMidWrite, fns); err != nil {
-		return nil, err
-	}
-	c.visibleAt = time.Now()
-	c.steps.sink = time.Since(t0)
-	return SinkDone{}, nil
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.parallel(PointSinkMidWrite, fns); err != nil {
+			return nil, nil, err
+		}
+		now := time.Now()
+		return SinkDone{Now: now}, func() { c.visibleAt, c.steps.sink = now, now.Sub(t0) }, nil
+	})
+	return nil, nil
 }
 
-// logCommit writes commits/N: from here on batch N is done.
+// logCommit writes commits/N beside the loop (and beside offsets/N+1 when
+// the next batch was planned ahead): from then on batch N is done.
 func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
@@ -1065,12 +1267,23 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.faults.Point(PointCommitMidWrite, -1); err != nil {
+	if err := c.point(PointCommitMidWrite); err != nil {
 		return nil, err
 	}
-	if err := c.put(ctx, commitName(n), data); err != nil {
-		return nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
-	}
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.put(ctx, commitName(n), data); err != nil {
+			return nil, nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
+		}
+		d := time.Since(t0)
+		return CommitLogged{}, func() { c.committedBatch(d) }, nil
+	})
+	return nil, nil
+}
+
+// committedBatch records that commits/N of the batch in flight is durable.
+func (c *coordinator) committedBatch(took time.Duration) {
+	n := c.cur.Batch
+	p := &c.pending
 	c.committed = n
 	for i, r := range c.cur.Ranges {
 		c.ends[i] = r.End
@@ -1086,8 +1299,7 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 		c.manifestMin[n] = minObjectVersion(p.idx, n)
 	}
 	c.cacheMu.Unlock()
-	c.steps.commit = time.Since(t0)
-	return CommitLogged{}, nil
+	c.steps.commit = took
 }
 
 // publish makes batch N visible at a transactional sink (a no-op for the
@@ -1103,7 +1315,7 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 	if c.env.Sink.Mode() == sink.Transactional || c.visibleAt.IsZero() {
 		c.visibleAt = now
 	}
-	c.met.latency(c.visibleAt, c.handover)
+	c.met.latency(c.planStart, c.visibleAt, c.handover)
 	c.steps.publish = time.Since(t0)
 	var wm *int64
 	if c.env.Job.UsesEventTime {
@@ -1114,14 +1326,19 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 		batch: n, rerun: c.curRerun, planStart: c.planStart, inputRows: c.curRows, rowsOut: c.curOut, lateRows: c.curLate,
 		steps: c.steps, total: time.Since(c.planStart), stateRows: c.pending.rows, stateBytes: c.pending.bytes,
 		stateWritten: c.pending.written, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
-		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped,
+		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped, plannedAhead: c.curAhead,
 	}, now)
 	for _, w := range c.workers {
 		for _, r := range w.readers {
 			r.q.release(c.ends[r.part.global])
 		}
 	}
-	c.cur, c.curRerun, c.ranStart, c.visibleAt, c.planStart = nil, false, false, time.Time{}, time.Time{}
+	c.cur, c.curRerun, c.curAhead, c.ranStart, c.visibleAt, c.planStart = nil, false, false, false, time.Time{}, time.Time{}
+	if a := c.next; a != nil {
+		// The batch planned ahead is next.
+		c.cur, c.curAhead, c.capped, c.planStart, c.steps = a.e, true, a.capped, a.planStart, a.steps
+		c.next = nil
+	}
 	if c.committed-c.lastGC >= int64(max(1, c.opts.retained/2)) {
 		c.lastGC = c.committed
 		c.startGC(ctx, Listing{})

@@ -8,11 +8,14 @@
 // runs the finite job over [start, end) on the workers (stages and hash
 // exchanges inside the batch, the shared operators only), (4) writes state
 // version N (per stage and key group; deltas, a full snapshot every K
-// versions, a manifest written last), (5) hands the batch to the sink with
-// its batch id, and (6) logs commits/N; a transactional sink publishes batch
-// N only after that. A restart resumes from the newest commit and re-runs
-// the one logged, uncommitted batch with exactly its logged positions; it
-// never plans such a batch anew.
+// versions, and a manifest) while (5) it hands the batch to the sink with
+// its batch id, and, once both are durable, (6) logs commits/N; a
+// transactional sink publishes batch N only after that. When the next
+// trigger is due by then, batch N+1 is planned and offsets/N+1 written
+// beside commits/N; N+1 runs once both are durable. A restart resumes
+// from the newest commit and re-runs the one logged, uncommitted batch with
+// exactly its logged positions; it never plans such a batch anew (an entry
+// written ahead of it had no work begun and is planned again).
 //
 // The protocol is a pure state machine (Machine: events in, actions out, no
 // goroutines, no clock); restart planning (PlanRestart) and retention

@@ -1,6 +1,7 @@
 package microbatch
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // twoProcessRun runs a job as two processes sharing durable storage, the
@@ -129,5 +131,74 @@ func TestRerunIsDeterministic(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRestartPlansAgainAnEntryWrittenAhead: a process dies with batch 2
+// sealed and not committed, and an offsets entry for batch 3 written ahead
+// of its commit (as when offsets/3 lands and commits/2 does not). The
+// restart re-runs batch 2 with its logged positions, plans batch 3 anew
+// (the stale entry, which no work used, is replaced), and the output is
+// exact; the sink drops batch ids it already has, so a batch 3 delivered
+// from the stale entry would show in the output.
+func TestRestartPlansAgainAnEntryWrittenAhead(t *testing.T) {
+	const jobName = "etl"
+	dir := fastDir(t)
+	output := filepath.Join(fastDir(t), "out")
+	ledger := newBatchLedger()
+	var mu sync.Mutex
+	attempts := map[int64][]string{}
+	hooks := testHooks{onRun: func(e offsetsEntry, _ bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[e.Batch] = append(attempts[e.Batch], fmt.Sprint(e.Ranges))
+	}}
+	inputs := defaultInputs(jobName, 4000, 3)
+	first := &scenario{job: jobName, inputs: inputs, storage: "file://" + dir, output: output, ledger: ledger, dedup: true,
+		fails: []fault.Spec{{Worker: -1, Point: PointAfterSink, Occurrence: 3}},
+		opts:  Options{MaxBatchRecords: 400, RunID: "ahead", hooks: hooks}}
+	first.opts.hooks.noRestart = true
+	if o := first.execute(t); o.err == nil {
+		t.Fatal("first process: want an injected crash")
+	}
+
+	// Write offsets/3 as if planned ahead: it starts where batch 2 ends.
+	ctx := context.Background()
+	st, err := storage.Open(ctx, "file://"+dir, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := runPrefix(jobName, "ahead")
+	data, err := st.Get(ctx, prefix+offsetsName(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := decodeOffsets(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := *e2
+	stale.Batch, stale.WatermarkBefore = 3, e2.Watermark
+	stale.Ranges = nil
+	for _, r := range e2.Ranges {
+		stale.Ranges = append(stale.Ranges, partRange{Input: r.Input, Partition: r.Partition, Start: r.End, End: r.End + 7})
+	}
+	if data, err = encodeEntry(&stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, prefix+offsetsName(3), data); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+
+	second := &scenario{job: jobName, inputs: inputs, storage: "file://" + dir, output: output, ledger: ledger, dedup: true,
+		opts: Options{MaxBatchRecords: 1500, RunID: "ahead", hooks: hooks}}
+	o := second.execute(t)
+	o.check(t, "resumed over an offsets entry written ahead")
+	if len(attempts[2]) != 2 || attempts[2][0] != attempts[2][1] {
+		t.Fatalf("batch 2 attempts %v: want the crashed one and a re-run with the same positions", attempts[2])
+	}
+	if len(attempts[3]) != 1 || attempts[3][0] == fmt.Sprint(stale.Ranges) {
+		t.Fatalf("batch 3 attempts %v: want one, planned anew, not the stale %v", attempts[3], stale.Ranges)
 	}
 }

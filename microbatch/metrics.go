@@ -19,6 +19,10 @@ type metrics struct {
 	start    time.Time
 	progress io.Writer
 	lat      *run.LatencyRecorder
+	// The end-to-end latency split in two: hand-over to the plan of the
+	// batch that takes the record (waiting for a trigger, or for the
+	// previous batch to end), and plan to visibility (the batch's own work).
+	latWait, latWork *run.LatencyRecorder
 
 	recordsIn atomic.Int64
 
@@ -64,7 +68,8 @@ type stepTotals struct {
 }
 
 func newMetrics(progress io.Writer) *metrics {
-	return &metrics{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder()}
+	return &metrics{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder(),
+		latWait: run.NewLatencyRecorder(), latWork: run.NewLatencyRecorder()}
 }
 
 func (m *metrics) read(n int64) { m.recordsIn.Add(n) }
@@ -76,12 +81,15 @@ func (m *metrics) committedCount() int {
 }
 
 // latency records, for every input slice of a batch, the time from its
-// hand-over to the batch's visibility, weighted by its rows.
-func (m *metrics) latency(visible time.Time, hs []handoverRows) {
+// hand-over to the batch's visibility, weighted by its rows, and that time
+// split at the batch's plan.
+func (m *metrics) latency(planned, visible time.Time, hs []handoverRows) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, h := range hs {
 		m.lat.Record(visible.Sub(h.at), h.rows)
+		m.latWait.Record(planned.Sub(h.at), h.rows)
+		m.latWork.Record(visible.Sub(planned), h.rows)
 	}
 }
 
@@ -203,6 +211,8 @@ type batchReport struct {
 	ranges       []partRange
 	ends         []int64
 	capped       bool
+	// plannedAhead: planned while the batch before it was committing.
+	plannedAhead bool
 }
 
 func (m *metrics) batchCommitted(b batchReport, now time.Time) {
@@ -265,6 +275,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 		"event":                     "batch",
 		"batch_id":                  b.batch,
 		"rerun":                     b.rerun,
+		"planned_ahead":             b.plannedAhead,
 		"timestamp":                 b.planStart.UTC().Format(time.RFC3339Nano),
 		"input_rows":                b.inputRows,
 		"input_rows_per_second":     inRate,
@@ -345,6 +356,10 @@ func (m *metrics) summary() *run.Summary {
 		s.Notes = append(s.Notes, fmt.Sprintf("microbatch: %d batches committed (%d full state snapshots); mean step ms: plan %.3f, offsets log %.3f, run %.3f, state commit %.3f, sink %.3f, commit log %.3f, publish %.3f",
 			m.committed, m.fullSnapshots, avg(m.steps.plan), avg(m.steps.offsets), avg(m.steps.run), avg(m.steps.state),
 			avg(m.steps.sink), avg(m.steps.commit), avg(m.steps.publish)))
+		if w, k := m.latWait.Latency(), m.latWork.Latency(); w != nil && k != nil {
+			s.Notes = append(s.Notes, fmt.Sprintf("microbatch: latency split p50/p99/max ms: hand-over to plan %.1f/%.1f/%.1f, plan to visible %.1f/%.1f/%.1f",
+				w.P50, w.P99, w.Max, k.P50, k.P99, k.Max))
+		}
 		s.Notes = append(s.Notes, fmt.Sprintf("microbatch: state %d rows, %d bytes in memory; %d bytes of state objects written", m.stateRows, m.stateBytes, m.stateWritten))
 	}
 	return s

@@ -76,6 +76,11 @@ type testHooks struct {
 	noRestart bool
 	// onRun sees the positions of every batch attempt.
 	onRun func(e offsetsEntry, rerun bool)
+	// serialSeal runs the sink flush, then the state objects, then the
+	// manifest, each after the previous one, and noPlanAhead never plans a
+	// batch before the previous one is committed: the executor as it was
+	// before both. Benchmarks measure against them.
+	serialSeal, noPlanAhead bool
 }
 
 // options are Options resolved against the run configuration.

@@ -1,7 +1,10 @@
 package microbatch
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
@@ -31,4 +34,37 @@ func TestMatchesOracleWithoutCrashes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPlansAheadWhenTheTriggerIsDue: with a trigger shorter than a batch,
+// batches are planned while the one before them commits (their offsets
+// entry written beside its commit entry), and the output is still exact.
+// The crash tests run at the same trigger, so their points before and in
+// the offsets log mostly fall in such plans.
+func TestPlansAheadWhenTheTriggerIsDue(t *testing.T) {
+	var progress bytes.Buffer
+	sc := &scenario{job: "keyed-count", inputs: defaultInputs("keyed-count", 4000, 7), mode: sink.Transactional,
+		progress: &progress, opts: Options{MaxBatchRecords: 300}}
+	o := sc.execute(t)
+	o.check(t, "planned ahead")
+	ahead, batches := 0, 0
+	for line := range strings.Lines(progress.String()) {
+		var ev struct {
+			Event        string `json:"event"`
+			PlannedAhead bool   `json:"planned_ahead"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("progress line %q: %v", line, err)
+		}
+		if ev.Event == "batch" {
+			batches++
+			if ev.PlannedAhead {
+				ahead++
+			}
+		}
+	}
+	if batches < 10 || ahead == 0 {
+		t.Fatalf("%d of %d batches planned ahead; want some of at least 10", ahead, batches)
+	}
+	t.Logf("%d of %d batches planned ahead", ahead, batches)
 }

@@ -15,28 +15,35 @@ package microbatch
 // it.
 const (
 	// PointBeforeOffsets: batch N is planned (end positions decided), nothing
-	// is durable yet.
+	// of it is durable yet. Planned ahead, batch N-1 is sealed and its
+	// commit entry not yet written.
 	PointBeforeOffsets = "batch.before-offsets"
 	// PointOffsetsMidWrite: offsets/N is encoded and being written. Put is
-	// atomic, so the crash leaves no offsets/N object.
+	// atomic, so the crash leaves no offsets/N object. Planned ahead, the
+	// commit entry of batch N-1 is in flight: it lands or not.
 	PointOffsetsMidWrite = "batch.offsets-mid-write"
 	// PointAfterOffsets: offsets/N is durable, the batch has not run.
 	PointAfterOffsets = "batch.after-offsets"
 	// PointMidRun: a worker dies in the middle of the batch, after it has
 	// fed its first input to its operators.
 	PointMidRun = "batch.mid-run"
-	// PointStateMidWrite: some state objects of version N are durable, not
-	// all, and the version manifest is not written.
+	// PointStateMidWrite: some of the writes of state version N (objects
+	// and manifest) are durable, not all. The sink flush runs beside the
+	// state writes, so it may be done, in flight or not begun.
 	PointStateMidWrite = "batch.state-mid-write"
-	// PointAfterState: state version N is complete (manifest written).
+	// PointAfterState: every object and the manifest of state version N
+	// are durable; the sink flush may still be in flight.
 	PointAfterState = "batch.after-state"
-	// PointSinkMidWrite: some sink subtasks have flushed batch N, not all.
+	// PointSinkMidWrite: some sink subtasks have flushed batch N, not all;
+	// the state writes may be done, in flight or not begun.
 	PointSinkMidWrite = "batch.sink-mid-write"
 	// PointAfterSink: every sink subtask has flushed batch N (append:
-	// visible; idempotent: upserted; transactional: staged, invisible).
+	// visible; idempotent: upserted; transactional: staged, invisible); the
+	// state writes may still be in flight.
 	PointAfterSink = "batch.after-sink"
 	// PointCommitMidWrite: commits/N is encoded and being written; Put is
-	// atomic, so the crash leaves no commits/N object.
+	// atomic, so the crash leaves no commits/N object. (With batch N+1
+	// planned ahead, this comes before offsets/N+1 is written.)
 	PointCommitMidWrite = "batch.commit-mid-write"
 	// PointAfterCommit: commits/N is durable; a transactional sink has not
 	// published batch N yet.

@@ -16,11 +16,25 @@ import (
 // One batch, in the normal order:
 //
 //	Idle --Tick--> Planning --Planned--> LoggingOffsets --OffsetsLogged-->
-//	Running --RunDone--> CommittingState --StateCommitted--> Sinking
-//	--SinkDone--> LoggingCommit --CommitLogged--> Publishing --Published--> Idle
+//	Running --RunDone--> Sealing --StateCommitted, SinkDone (either order)-->
+//	LoggingCommit --CommitLogged--> Publishing --Published--> Idle
 //
 // Each arrow that crosses a durable step is preceded by the named crash
 // point of that boundary (Point actions).
+//
+// Sealing writes state version N and flushes the sink for batch N at the
+// same time. Neither depends on the other: a restart trusts neither before
+// commits/N exists, and a re-run of N writes both again from the same
+// input. What the order protects is only that both are durable before
+// commits/N, so the commit log waits for both events. Overlapping them
+// takes the state writes off the path to the sink's visibility.
+//
+// Planning ahead: when the next trigger is already due as batch N is sealed
+// (the batch overran its trigger), batch N+1 is planned then and offsets/N+1
+// is written beside commits/N (PlanningAhead, LoggingAhead). Batch N+1 runs
+// only after both are durable, and only after batch N is published. So a
+// log holding offsets/N+1 without commits/N means no work on N+1 began; a
+// restart re-runs N and plans N+1 anew (PlanRestart).
 
 // State is a named state of the protocol.
 type State int
@@ -34,12 +48,16 @@ const (
 	LoggingOffsets
 	// Running runs the finite job over [start, end).
 	Running
-	// CommittingState writes state version N.
-	CommittingState
-	// Sinking hands batch N to the sink with its batch id.
-	Sinking
+	// Sealing writes state version N and hands batch N to the sink with
+	// its batch id, concurrently.
+	Sealing
 	// LoggingCommit writes commits/N.
 	LoggingCommit
+	// PlanningAhead plans batch N+1 while batch N, sealed, waits for its
+	// commit entry: the next trigger was due when N was sealed.
+	PlanningAhead
+	// LoggingAhead writes commits/N and offsets/N+1 at the same time.
+	LoggingAhead
 	// Publishing makes batch N visible (transactional sink), records its
 	// latency and applies retention. The batch is committed.
 	Publishing
@@ -49,8 +67,8 @@ const (
 	Finished
 )
 
-var stateNames = [...]string{"idle", "planning", "logging-offsets", "running", "committing-state",
-	"sinking", "logging-commit", "publishing", "rebuilding", "finished"}
+var stateNames = [...]string{"idle", "planning", "logging-offsets", "running", "sealing",
+	"logging-commit", "planning-ahead", "logging-ahead", "publishing", "rebuilding", "finished"}
 
 func (s State) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
@@ -88,11 +106,13 @@ type OffsetsLogged struct{}
 // RunDone: every worker ran batch N to the end and flushed its operators.
 type RunDone struct{}
 
-// StateCommitted: state version N is complete.
-type StateCommitted struct{}
+// StateCommitted: state version N is complete. Now is when (zero: never
+// plan ahead).
+type StateCommitted struct{ Now time.Time }
 
-// SinkDone: every sink subtask flushed batch N.
-type SinkDone struct{}
+// SinkDone: every sink subtask flushed batch N. Now is when (zero: never
+// plan ahead).
+type SinkDone struct{ Now time.Time }
 
 // CommitLogged: commits/N is durable.
 type CommitLogged struct{}
@@ -101,8 +121,14 @@ type CommitLogged struct{}
 // finish (a batch limit was reached).
 type Published struct{ Stop bool }
 
-// WorkerLost: one or more workers died. Their memory is gone.
-type WorkerLost struct{ Now time.Time }
+// WorkerLost: one or more workers died. Their memory is gone. Finished
+// are the events of actions that completed before the loss could be
+// reported (the I/O loop waits for actions in flight first); the machine
+// takes note of what they made durable, without acting on them.
+type WorkerLost struct {
+	Now      time.Time
+	Finished []Event
+}
 
 // Rebuilt: the lost workers have been replaced.
 type Rebuilt struct{ Now time.Time }
@@ -129,8 +155,13 @@ type WaitUntil struct{ At time.Time }
 // event; a crash there ends this coordinator.
 type Point struct{ Name string }
 
-// Plan: decide the end positions of batch Batch. Feeds Planned.
-type Plan struct{ Batch int64 }
+// Plan: decide the end positions of batch Batch. Feeds Planned. Ahead:
+// the batch before it is sealed and not yet committed, so the plan starts
+// where that batch ends.
+type Plan struct {
+	Batch int64
+	Ahead bool
+}
 
 // LogOffsets: write offsets/Batch. Feeds OffsetsLogged.
 type LogOffsets struct{ Batch int64 }
@@ -142,30 +173,39 @@ type Run struct {
 	Rerun bool
 }
 
-// CommitState: write state version Batch. Feeds StateCommitted.
-type CommitState struct{ Batch int64 }
-
-// FlushSink: hand batch Batch to the sink. Feeds SinkDone.
+// FlushSink: hand batch Batch to the sink. Feeds SinkDone. It comes
+// together with CommitState, and the two run concurrently: the I/O loop
+// starts both and feeds SinkDone and StateCommitted as each finishes.
 type FlushSink struct{ Batch int64 }
 
-// LogCommit: write commits/Batch. Feeds CommitLogged.
+// CommitState: write state version Batch. Feeds StateCommitted. Runs
+// concurrently with FlushSink.
+type CommitState struct{ Batch int64 }
+
+// LogCommit: write commits/Batch. Feeds CommitLogged. After PlanningAhead
+// it comes with the LogOffsets of the next batch, and the two run
+// concurrently.
 type LogCommit struct{ Batch int64 }
 
 // Publish: commit batch Batch at a transactional sink, record latency and
 // progress, release input up to its end, apply retention. Feeds Published.
 type Publish struct{ Batch int64 }
 
-// Rebuild: replace every dead worker. Rollback is set when the surviving
+// Rebuild: replace every dead worker. The I/O loop first waits for the
+// actions still in flight (a concurrent state write or sink flush). Rollback is set when the surviving
 // workers' operators have seen input of an uncommitted batch and must be
 // restored to the state after LastCommitted too (and the sink recovered to
 // it). Failed names the logged batch that will run again (-1 none);
 // Discarded names a plan dropped before its offsets were durable (-1 none).
+// Ahead names a batch planned and logged ahead that is kept: it runs after
+// the publish of LastCommitted (-1: none; a plan made ahead is dropped).
 // Feeds Rebuilt.
 type Rebuild struct {
 	Rollback      bool
 	LastCommitted int64
 	Failed        int64
 	Discarded     int64
+	Ahead         int64
 }
 
 // Finish: the run is complete.
@@ -192,12 +232,22 @@ type Machine struct {
 	nextTick  time.Time
 	// offsetsDurable: offsets/batch is logged.
 	offsetsDurable bool
+	// stateDone, sinkDone: what of Sealing has finished.
+	stateDone, sinkDone bool
+	// ahead: batch+1 is planned (or being planned) before batch is
+	// published; nextLogged: its offsets entry is durable; aheadTick: the
+	// next trigger after that plan; dueTick: the trigger it consumed, due
+	// again if the plan is dropped.
+	ahead, nextLogged  bool
+	aheadTick, dueTick time.Time
 	// resume is the state to go back to after a rebuild.
 	resume State
 	// lateOffsets is the deliberately broken variant used by a test: the
 	// offsets entry is written after the batch has run and reached the
 	// sink, instead of before any work.
 	lateOffsets bool
+	// noAhead never plans ahead (benchmarks compare against it).
+	noAhead bool
 }
 
 // NewMachine returns a machine in Idle waiting for Started.
@@ -251,8 +301,20 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 		}
 		m.nextTick = e.Now.Add(m.trigger)
 		m.state = Planning
-		return []Action{Plan{m.batch}}, nil
+		return []Action{Plan{Batch: m.batch}}, nil
 	case Planned:
+		if m.state == PlanningAhead {
+			if e.Empty || e.Done {
+				// Nothing to run ahead: commit as usual; the next trigger
+				// (already due) plans again once the batch is published.
+				m.ahead = false
+				m.state = LoggingCommit
+				return []Action{LogCommit{m.batch}}, nil
+			}
+			m.nextTick = m.aheadTick
+			m.state = LoggingAhead
+			return []Action{Point{PointBeforeOffsets}, LogCommit{m.batch}, LogOffsets{m.batch + 1}}, nil
+		}
 		if m.state != Planning {
 			return bad()
 		}
@@ -270,6 +332,10 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 		m.state = LoggingOffsets
 		return []Action{Point{PointBeforeOffsets}, LogOffsets{m.batch}}, nil
 	case OffsetsLogged:
+		if m.state == LoggingAhead {
+			m.nextLogged = true
+			return nil, nil
+		}
 		if m.state != LoggingOffsets {
 			return bad()
 		}
@@ -284,26 +350,23 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 		if m.state != Running {
 			return bad()
 		}
-		m.state = CommittingState
-		return []Action{CommitState{m.batch}}, nil
+		m.state = Sealing
+		m.stateDone, m.sinkDone = false, false
+		return []Action{FlushSink{m.batch}, CommitState{m.batch}}, nil
 	case StateCommitted:
-		if m.state != CommittingState {
+		if m.state != Sealing || m.stateDone {
 			return bad()
 		}
-		m.state = Sinking
-		return []Action{Point{PointAfterState}, FlushSink{m.batch}}, nil
+		m.stateDone = true
+		return m.sealed(PointAfterState, e.Now), nil
 	case SinkDone:
-		if m.state != Sinking {
+		if m.state != Sealing || m.sinkDone {
 			return bad()
 		}
-		if m.lateOffsets {
-			m.state = LoggingOffsets
-			return []Action{Point{PointAfterSink}, Point{PointBeforeOffsets}, LogOffsets{m.batch}}, nil
-		}
-		m.state = LoggingCommit
-		return []Action{Point{PointAfterSink}, LogCommit{m.batch}}, nil
+		m.sinkDone = true
+		return m.sealed(PointAfterSink, e.Now), nil
 	case CommitLogged:
-		if m.state != LoggingCommit {
+		if m.state != LoggingCommit && m.state != LoggingAhead {
 			return bad()
 		}
 		m.committed = m.batch
@@ -318,6 +381,18 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 		if e.Stop {
 			m.state = Finished
 			return []Action{Finish{}}, nil
+		}
+		if m.ahead {
+			m.ahead = false
+			if m.nextLogged {
+				m.nextLogged = false
+				m.offsetsDurable = true
+				m.state = Running
+				return []Action{Point{PointAfterOffsets}, Run{Batch: m.batch}}, nil
+			}
+			// offsets/N+1 is still being written.
+			m.state = LoggingOffsets
+			return nil, nil
 		}
 		m.state = Idle
 		return []Action{WaitUntil{At: m.nextTick}}, nil
@@ -338,8 +413,47 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 	return bad()
 }
 
+// sealed passes the crash point of the half of Sealing that finished and,
+// once both halves have, moves on to the commit log (the late variant: to
+// the offsets log), planning the next batch first if its trigger is due.
+func (m *Machine) sealed(point string, now time.Time) []Action {
+	acts := []Action{Point{point}}
+	if !m.stateDone || !m.sinkDone {
+		return acts
+	}
+	if m.lateOffsets {
+		m.state = LoggingOffsets
+		return append(acts, Point{PointBeforeOffsets}, LogOffsets{m.batch})
+	}
+	if !m.noAhead && !now.IsZero() && !now.Before(m.nextTick) {
+		m.ahead, m.nextLogged = true, false
+		m.aheadTick, m.dueTick = now.Add(m.trigger), m.nextTick
+		m.state = PlanningAhead
+		return append(acts, Plan{Batch: m.batch + 1, Ahead: true})
+	}
+	m.state = LoggingCommit
+	return append(acts, LogCommit{m.batch})
+}
+
 // workerLost decides what a lost worker costs in the current state.
 func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
+	// What finished before the loss was reported is durable.
+	for _, f := range e.Finished {
+		switch f.(type) {
+		case CommitLogged:
+			if m.state == LoggingCommit || m.state == LoggingAhead {
+				m.committed = m.batch
+				m.state = Publishing
+			}
+		case OffsetsLogged:
+			switch {
+			case m.state == LoggingAhead || m.state == Publishing && m.ahead:
+				m.nextLogged = true
+			case m.state == LoggingOffsets:
+				m.offsetsDurable = true
+			}
+		}
+	}
 	switch m.state {
 	case Finished:
 		return nil, nil
@@ -349,19 +463,37 @@ func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
 	case Publishing:
 		// Batch N is committed: only the dead worker is rebuilt, from
 		// state version N, and the publish is repeated (it is idempotent).
+		// A next batch logged ahead runs after it; one not logged is
+		// dropped.
+		r := Rebuild{LastCommitted: m.committed, Failed: -1, Discarded: -1, Ahead: -1}
+		if m.ahead {
+			if m.nextLogged {
+				r.Ahead = m.batch + 1
+			} else {
+				r.Discarded = m.batch + 1
+				m.ahead = false
+				m.nextTick = m.dueTick
+			}
+		}
 		m.resume = Publishing
 		m.state = Rebuilding
-		return []Action{Rebuild{LastCommitted: m.committed, Failed: -1, Discarded: -1}}, nil
+		return []Action{r}, nil
+	}
+	// A plan made ahead of an uncommitted batch is dropped: no work on it
+	// began, and batch N runs again first.
+	if m.ahead {
+		m.ahead, m.nextLogged = false, false
+		m.nextTick = m.dueTick
 	}
 	// Has any operator seen input of the uncommitted batch?
 	touched := false
 	switch m.state {
-	case Running, CommittingState, Sinking, LoggingCommit:
+	case Running, Sealing, LoggingCommit, PlanningAhead, LoggingAhead:
 		touched = true
 	case LoggingOffsets:
 		touched = m.lateOffsets // the late variant has run the batch already
 	}
-	r := Rebuild{Rollback: touched, LastCommitted: m.committed, Failed: -1, Discarded: -1}
+	r := Rebuild{Rollback: touched, LastCommitted: m.committed, Failed: -1, Discarded: -1, Ahead: -1}
 	if m.offsetsDurable {
 		// The batch is logged: it runs again with exactly its positions.
 		r.Failed = m.batch

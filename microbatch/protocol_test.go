@@ -43,14 +43,19 @@ func render(as []Action) string {
 func TestMachineOneBatch(t *testing.T) {
 	m := NewMachine(100 * time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: -1, Rerun: -1}), WaitUntil{At: t0})
-	expect(t, step(t, m, Tick{Now: t0}), Plan{0})
+	expect(t, step(t, m, Tick{Now: t0}), Plan{Batch: 0})
 	if m.State() != Planning {
 		t.Fatalf("state %s", m.State())
 	}
 	expect(t, step(t, m, Planned{}), Point{PointBeforeOffsets}, LogOffsets{0})
 	expect(t, step(t, m, OffsetsLogged{}), Point{PointAfterOffsets}, Run{Batch: 0})
-	expect(t, step(t, m, RunDone{}), CommitState{0})
-	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState}, FlushSink{0})
+	// The sink flush and the state write run concurrently; the commit log
+	// waits for both.
+	expect(t, step(t, m, RunDone{}), FlushSink{0}, CommitState{0})
+	if m.State() != Sealing {
+		t.Fatalf("state %s", m.State())
+	}
+	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState})
 	expect(t, step(t, m, SinkDone{}), Point{PointAfterSink}, LogCommit{0})
 	if m.Committed() != -1 {
 		t.Fatal("committed before the commit entry is durable")
@@ -62,12 +67,141 @@ func TestMachineOneBatch(t *testing.T) {
 	// The next trigger is one interval after the previous one started,
 	// however long the batch took.
 	expect(t, step(t, m, Published{}), WaitUntil{At: t0.Add(100 * time.Millisecond)})
-	expect(t, step(t, m, Tick{Now: t0.Add(300 * time.Millisecond)}), Plan{1})
+	expect(t, step(t, m, Tick{Now: t0.Add(300 * time.Millisecond)}), Plan{Batch: 1})
 	expect(t, step(t, m, Planned{Empty: true}), WaitUntil{At: t0.Add(400 * time.Millisecond)})
-	expect(t, step(t, m, Tick{Now: t0.Add(400 * time.Millisecond)}), Plan{1})
+	expect(t, step(t, m, Tick{Now: t0.Add(400 * time.Millisecond)}), Plan{Batch: 1})
 	expect(t, step(t, m, Planned{Done: true}), Finish{})
 	if m.State() != Finished {
 		t.Fatalf("state %s", m.State())
+	}
+}
+
+// aheadMachine brings a machine to batch 3 sealed, with the trigger of
+// batch 4 due, and checks the plan ahead.
+func aheadMachine(t *testing.T) *Machine {
+	t.Helper()
+	m := NewMachine(10 * time.Millisecond)
+	step(t, m, Started{Now: t0, LastCommitted: 2, Rerun: -1})
+	step(t, m, Tick{Now: t0})
+	step(t, m, Planned{})
+	step(t, m, OffsetsLogged{})
+	step(t, m, RunDone{})
+	expect(t, step(t, m, StateCommitted{Now: t0.Add(time.Millisecond)}), Point{PointAfterState})
+	// Sealed after its trigger interval: batch 4 is planned before the
+	// commit entry of batch 3 is written.
+	expect(t, step(t, m, SinkDone{Now: t0.Add(12 * time.Millisecond)}), Point{PointAfterSink}, Plan{Batch: 4, Ahead: true})
+	if m.State() != PlanningAhead {
+		t.Fatalf("state %s", m.State())
+	}
+	return m
+}
+
+// TestMachinePlansAhead: a batch that overran its trigger has its commit
+// entry written beside the next batch's offsets entry; the next batch runs
+// only once both are durable and the batch before it is published.
+func TestMachinePlansAhead(t *testing.T) {
+	for _, order := range []string{"commit first", "offsets first"} {
+		t.Run(order, func(t *testing.T) {
+			m := aheadMachine(t)
+			expect(t, step(t, m, Planned{}), Point{PointBeforeOffsets}, LogCommit{3}, LogOffsets{4})
+			if order == "offsets first" {
+				expect(t, step(t, m, OffsetsLogged{}))
+				expect(t, step(t, m, CommitLogged{}), Point{PointAfterCommit}, Publish{3})
+				expect(t, step(t, m, Published{}), Point{PointAfterOffsets}, Run{Batch: 4})
+			} else {
+				expect(t, step(t, m, CommitLogged{}), Point{PointAfterCommit}, Publish{3})
+				if _, err := m.Step(RunDone{}); err == nil {
+					t.Fatal("RunDone accepted before batch 4 ran")
+				}
+				expect(t, step(t, m, Published{}))
+				if m.State() != LoggingOffsets || m.Batch() != 4 {
+					t.Fatalf("state %s batch %d, want logging-offsets of 4", m.State(), m.Batch())
+				}
+				expect(t, step(t, m, OffsetsLogged{}), Point{PointAfterOffsets}, Run{Batch: 4})
+			}
+			if m.Committed() != 3 {
+				t.Fatalf("committed %d", m.Committed())
+			}
+			// The plan ahead consumed the trigger that was due.
+			expect(t, step(t, m, RunDone{}), FlushSink{4}, CommitState{4})
+			step(t, m, StateCommitted{Now: t0.Add(13 * time.Millisecond)})
+			expect(t, step(t, m, SinkDone{Now: t0.Add(14 * time.Millisecond)}), Point{PointAfterSink}, LogCommit{4})
+		})
+	}
+	// Nothing to run ahead: the commit is logged alone.
+	m := aheadMachine(t)
+	expect(t, step(t, m, Planned{Empty: true}), LogCommit{3})
+	expect(t, step(t, m, CommitLogged{}), Point{PointAfterCommit}, Publish{3})
+	expect(t, step(t, m, Published{}), WaitUntil{At: t0.Add(10 * time.Millisecond)})
+}
+
+// TestMachineWorkerLostAhead: a worker lost while a batch is planned ahead.
+// The I/O loop reports what finished in flight; the plan ahead survives
+// only if the batch before it is committed and its own offsets are durable.
+func TestMachineWorkerLostAhead(t *testing.T) {
+	cases := []struct {
+		name     string
+		planned  bool
+		finished []Event
+		rebuild  Rebuild
+		after    []Action
+	}{
+		{"planning ahead", false, nil,
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+		{"nothing landed", true, nil,
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+		{"only the offsets ahead landed", true, []Event{OffsetsLogged{}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+		{"only the commit landed", true, []Event{CommitLogged{}},
+			Rebuild{LastCommitted: 3, Failed: -1, Discarded: 4, Ahead: -1}, []Action{Publish{3}}},
+		{"both landed", true, []Event{CommitLogged{}, OffsetsLogged{}},
+			Rebuild{LastCommitted: 3, Failed: -1, Discarded: -1, Ahead: 4}, []Action{Publish{3}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := aheadMachine(t)
+			if c.planned {
+				step(t, m, Planned{})
+			}
+			expect(t, step(t, m, WorkerLost{Now: t0, Finished: c.finished}), c.rebuild)
+			expect(t, step(t, m, Rebuilt{Now: t0}), c.after...)
+			if c.rebuild.Ahead >= 0 {
+				expect(t, step(t, m, Published{}), Point{PointAfterOffsets}, Run{Batch: 4})
+			} else if c.rebuild.LastCommitted == 3 {
+				expect(t, step(t, m, Published{}), WaitUntil{At: t0.Add(10 * time.Millisecond)})
+			}
+		})
+	}
+	// Lost while the offsets ahead are still in flight after the publish.
+	m := aheadMachine(t)
+	step(t, m, Planned{})
+	step(t, m, CommitLogged{})
+	step(t, m, Published{})
+	expect(t, step(t, m, WorkerLost{Now: t0, Finished: []Event{OffsetsLogged{}}}),
+		Rebuild{LastCommitted: 3, Failed: 4, Discarded: -1, Ahead: -1})
+	expect(t, step(t, m, Rebuilt{Now: t0}), Run{Batch: 4, Rerun: true})
+}
+
+// TestMachineSealingEitherOrder: the sink may finish before the state
+// write; the commit log still waits for both, and each half is reported
+// once.
+func TestMachineSealingEitherOrder(t *testing.T) {
+	m := NewMachine(time.Millisecond)
+	step(t, m, Started{Now: t0, LastCommitted: -1, Rerun: -1})
+	step(t, m, Tick{Now: t0})
+	step(t, m, Planned{})
+	step(t, m, OffsetsLogged{})
+	expect(t, step(t, m, RunDone{}), FlushSink{0}, CommitState{0})
+	expect(t, step(t, m, SinkDone{}), Point{PointAfterSink})
+	if _, err := m.Step(SinkDone{}); err == nil {
+		t.Fatal("a second SinkDone was accepted")
+	}
+	if _, err := m.Step(CommitLogged{}); err == nil {
+		t.Fatal("CommitLogged accepted before the state write finished")
+	}
+	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState}, LogCommit{0})
+	if _, err := m.Step(StateCommitted{}); err == nil {
+		t.Fatal("StateCommitted accepted while logging the commit")
 	}
 }
 
@@ -93,10 +227,10 @@ func TestMachineRejectsEventsOutOfOrder(t *testing.T) {
 func TestMachineRestartRerunsLoggedBatch(t *testing.T) {
 	m := NewMachine(time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: 6, Rerun: 7}), Point{PointAfterOffsets}, Run{Batch: 7, Rerun: true})
-	expect(t, step(t, m, RunDone{}), CommitState{7})
+	expect(t, step(t, m, RunDone{}), FlushSink{7}, CommitState{7})
 	m = NewMachine(time.Millisecond)
 	expect(t, step(t, m, Started{Now: t0, LastCommitted: 6, Rerun: -1}), WaitUntil{At: t0})
-	expect(t, step(t, m, Tick{Now: t0}), Plan{7})
+	expect(t, step(t, m, Tick{Now: t0}), Plan{Batch: 7})
 }
 
 // TestMachineWorkerLost: what a lost worker costs in every state.
@@ -117,19 +251,21 @@ func TestMachineWorkerLost(t *testing.T) {
 		rebuild   Rebuild
 		afterwith []Action
 	}{
-		{"idle", nil, Rebuild{LastCommitted: 2, Failed: -1, Discarded: -1}, []Action{WaitUntil{At: t0}}},
-		{"planning", []Event{Tick{t0}}, Rebuild{LastCommitted: 2, Failed: -1, Discarded: -1}, []Action{WaitUntil{At: t0}}},
-		{"planned, not logged", []Event{Tick{t0}, Planned{}}, Rebuild{LastCommitted: 2, Failed: -1, Discarded: 3}, []Action{WaitUntil{At: t0}}},
+		{"idle", nil, Rebuild{LastCommitted: 2, Failed: -1, Discarded: -1, Ahead: -1}, []Action{WaitUntil{At: t0}}},
+		{"planning", []Event{Tick{t0}}, Rebuild{LastCommitted: 2, Failed: -1, Discarded: -1, Ahead: -1}, []Action{WaitUntil{At: t0}}},
+		{"planned, not logged", []Event{Tick{t0}, Planned{}}, Rebuild{LastCommitted: 2, Failed: -1, Discarded: 3, Ahead: -1}, []Action{WaitUntil{At: t0}}},
 		{"logged, not run", []Event{Tick{t0}, Planned{}, OffsetsLogged{}},
-			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"run", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}},
-			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"state written", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, StateCommitted{}},
-			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+		{"sink flushed, state not written", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, SinkDone{}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"sink flushed", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, StateCommitted{}, SinkDone{}},
-			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1}, []Action{Run{Batch: 3, Rerun: true}}},
+			Rebuild{Rollback: true, LastCommitted: 2, Failed: 3, Discarded: -1, Ahead: -1}, []Action{Run{Batch: 3, Rerun: true}}},
 		{"committed", []Event{Tick{t0}, Planned{}, OffsetsLogged{}, RunDone{}, StateCommitted{}, SinkDone{}, CommitLogged{}},
-			Rebuild{LastCommitted: 3, Failed: -1, Discarded: -1}, []Action{Publish{3}}},
+			Rebuild{LastCommitted: 3, Failed: -1, Discarded: -1, Ahead: -1}, []Action{Publish{3}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -150,8 +286,8 @@ func TestMachineLateOffsetsVariant(t *testing.T) {
 	step(t, m, Started{Now: t0, LastCommitted: -1, Rerun: -1})
 	step(t, m, Tick{Now: t0})
 	expect(t, step(t, m, Planned{}), Run{Batch: 0})
-	expect(t, step(t, m, RunDone{}), CommitState{0})
-	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState}, FlushSink{0})
+	expect(t, step(t, m, RunDone{}), FlushSink{0}, CommitState{0})
+	expect(t, step(t, m, StateCommitted{}), Point{PointAfterState})
 	expect(t, step(t, m, SinkDone{}), Point{PointAfterSink}, Point{PointBeforeOffsets}, LogOffsets{0})
 	expect(t, step(t, m, OffsetsLogged{}), Point{PointAfterOffsets}, LogCommit{0})
 }
@@ -203,7 +339,10 @@ func TestPlanRestart(t *testing.T) {
 			RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
 		{"leftover state of the uncommitted batch is ignored", []string{offsetsName(4), offsetsName(5), commitName(4),
 			manifestName(5), stateObjectName(5, "count", 0)}, RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
-		{"two uncommitted", []string{offsetsName(4), offsetsName(5), offsetsName(6), commitName(4)}, RestartPlan{}, "damaged"},
+		{"one uncommitted, one planned ahead of its commit", []string{offsetsName(4), offsetsName(5), offsetsName(6), commitName(4)},
+			RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
+		{"three uncommitted", []string{offsetsName(4), offsetsName(5), offsetsName(6), offsetsName(7), commitName(4)}, RestartPlan{}, "damaged"},
+		{"planned ahead of a batch never logged", []string{offsetsName(4), offsetsName(6), commitName(4)}, RestartPlan{}, "damaged"},
 		{"commit without offsets", []string{offsetsName(3), commitName(3), commitName(4)}, RestartPlan{}, "without offsets"},
 	}
 	for _, c := range cases {

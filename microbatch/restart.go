@@ -69,10 +69,11 @@ type RestartPlan struct {
 }
 
 // PlanRestart decides, from the listing alone, where to resume. The
-// protocol writes offsets/N only after commits/N-1, so at most one batch
-// can be logged and uncommitted, and it is the newest; anything else means
-// the log was damaged or written by something else, and resuming from it
-// could apply positions to the wrong state, so it is an error.
+// protocol writes offsets/N only after commits/N-1, or beside it when N is
+// planned ahead, so at most one batch can be logged and uncommitted with
+// work begun on it, followed at most by one planned ahead; anything else
+// means the log was damaged or written by something else, and resuming
+// from it could apply positions to the wrong state, so it is an error.
 func PlanRestart(l Listing) (RestartPlan, error) {
 	p := RestartPlan{LastCommitted: -1, Rerun: -1}
 	if n := len(l.Commits); n > 0 {
@@ -86,8 +87,15 @@ func PlanRestart(l Listing) (RestartPlan, error) {
 		return p, fmt.Errorf("commits/%d exists without offsets/%d: the log is damaged, cannot resume", p.LastCommitted, p.LastCommitted)
 	}
 	switch {
+	case newestOffsets == p.LastCommitted+2 && contains(l.Offsets, p.LastCommitted+1):
+		// offsets/C+2 was written ahead, beside commits/C+1, which did not
+		// land. Batch C+2 runs only after both are durable, so no work on
+		// it began: C+1 runs again and C+2 is planned anew (its entry is
+		// overwritten then).
+		p.Rerun = p.LastCommitted + 1
+		p.Next = p.LastCommitted + 2
 	case newestOffsets > p.LastCommitted+1:
-		return p, fmt.Errorf("offsets/%d is logged but the newest commit is %d: the protocol never logs a batch before the previous one commits; the log is damaged, cannot resume", newestOffsets, p.LastCommitted)
+		return p, fmt.Errorf("offsets/%d is logged but the newest commit is %d: the protocol logs a batch at the earliest beside the commit entry of the one before it; the log is damaged, cannot resume", newestOffsets, p.LastCommitted)
 	case newestOffsets == p.LastCommitted+1:
 		p.Rerun = newestOffsets
 		p.Next = newestOffsets + 1
