@@ -727,32 +727,8 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if r.Failed >= 0 || r.Discarded >= 0 {
 		c.met.batchLost(r.Failed >= 0)
 	}
-	needKG := map[int]bool{}
-	for _, id := range need {
-		rg := keygroup.RangeFor(id, c.par)
-		for kg := rg.Start; kg < rg.End; kg++ {
-			needKG[kg] = true
-		}
-	}
-	ls, err := loadState(ctx, c.store, c.prefix, c.idx, func(_ string, kg int) bool { return needKG[kg] }, c.alloc)
-	if err != nil {
-		return nil, fmt.Errorf("restoring state version %d: %w", c.stateVersion, err)
-	}
-	defer ls.release()
-	for _, id := range need {
-		old := c.workers[id]
-		var keep *worker
-		if !old.killed.Load() {
-			keep = old
-		}
-		w, err := c.newWorker(ctx, id, ls, keep)
-		if err != nil {
-			return nil, err
-		}
-		c.wmu.Lock()
-		c.workers[id] = w
-		c.wmu.Unlock()
-		c.startReaders(ctx, w)
+	if err := c.replaceWorkers(ctx, need); err != nil {
+		return nil, err
 	}
 	if r.Ahead < 0 {
 		if c.next != nil && r.Discarded == c.next.e.Batch {
@@ -1441,5 +1417,38 @@ func (c *coordinator) retain(ctx context.Context, l Listing, committed int64) er
 		}
 	}
 	c.cacheMu.Unlock()
+	return nil
+}
+
+// replaceWorkers starts a new incarnation of each worker in ids, its key
+// groups restored from the committed state version. A killed worker starts
+// from nothing; one still alive hands its readers over to the new one.
+func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
+	needKG := map[int]bool{}
+	for _, id := range ids {
+		rg := keygroup.RangeFor(id, c.par)
+		for kg := rg.Start; kg < rg.End; kg++ {
+			needKG[kg] = true
+		}
+	}
+	ls, err := loadState(ctx, c.store, c.prefix, c.idx, func(_ string, kg int) bool { return needKG[kg] }, c.alloc)
+	if err != nil {
+		return fmt.Errorf("restoring state version %d: %w", c.stateVersion, err)
+	}
+	defer ls.release()
+	for _, id := range ids {
+		var keep *worker
+		if old := c.workers[id]; !old.killed.Load() {
+			keep = old
+		}
+		w, err := c.newWorker(ctx, id, ls, keep)
+		if err != nil {
+			return err
+		}
+		c.wmu.Lock()
+		c.workers[id] = w
+		c.wmu.Unlock()
+		c.startReaders(ctx, w)
+	}
 	return nil
 }

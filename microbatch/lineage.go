@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/lineage"
 )
 
@@ -244,7 +243,6 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 
 	// 1. Everything the dead workers held is dropped.
 	bd := se.bd
-	needKG := map[int]bool{}
 	for _, d := range dead {
 		id := int(d)
 		c.workers[id].teardown()
@@ -259,25 +257,13 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 			}
 		}
 		bd.handover[id], bd.rowsIn[id], bd.late[id] = nil, 0, 0
-		rg := keygroup.RangeFor(id, c.par)
-		for kg := rg.Start; kg < rg.End; kg++ {
-			needKG[kg] = true
-		}
 	}
-	ls, err := loadState(ctx, c.store, c.prefix, c.idx, func(_ string, kg int) bool { return needKG[kg] }, c.alloc)
-	if err != nil {
-		return false, fmt.Errorf("restoring state version %d: %w", c.stateVersion, err)
+	ids := make([]int, len(dead))
+	for i, d := range dead {
+		ids[i] = int(d)
 	}
-	defer ls.release()
-	for _, d := range dead {
-		w, err := c.newWorker(ctx, int(d), ls, nil)
-		if err != nil {
-			return false, err
-		}
-		c.wmu.Lock()
-		c.workers[d] = w
-		c.wmu.Unlock()
-		c.startReaders(ctx, w)
+	if err := c.replaceWorkers(ctx, ids); err != nil {
+		return false, err
 	}
 
 	// 2. Plan and rebuild the lost pieces on the survivors.
