@@ -54,8 +54,10 @@ type keyedAgg struct {
 	changed  []kaggChange
 	nChanged int
 	epoch    uint64
-	// restoreHashes is Restore's scratch space.
-	restoreHashes []uint64
+	// marks[kg] is the change epoch (see ChangeMark) in which key group kg
+	// last changed; changeEpoch is the current one.
+	marks       [keygroup.Count]uint64
+	changeEpoch uint64
 }
 
 // kaggChange locates a changed key. Flush reads the entry straight from
@@ -81,7 +83,7 @@ func NewKeyedAgg(in *arrow.Schema, spec KeyedAggSpec) (Stateful, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyed aggregation sum: %w", err)
 	}
-	return &keyedAgg{keyCol: k, sumCol: s, alloc: memory.DefaultAllocator, epoch: 1}, nil
+	return &keyedAgg{keyCol: k, sumCol: s, alloc: memory.DefaultAllocator, epoch: 1, changeEpoch: 1}, nil
 }
 
 func (a *keyedAgg) OutputSchema() *arrow.Schema { return kaggOutSchema }
@@ -96,8 +98,13 @@ func (a *keyedAgg) Open(ctx Context) error {
 	a.owned = r
 	a.tables = [keygroup.Count]*kaggTable{}
 	for kg := r.Start; kg < r.End; kg++ {
-		a.tables[kg] = &kaggTable{} // slots are allocated on first insert
+		// Never without slots, so the hot loop need not check for it.
+		t := &kaggTable{}
+		t.grow(kaggMinSlots, a.epoch)
+		t.grownIn = 0 // empty: no slot index to invalidate
+		a.tables[kg] = t
 	}
+	a.marks = [keygroup.Count]uint64{}
 	return nil
 }
 
@@ -134,8 +141,8 @@ func (a *keyedAgg) Process(port int, batch arrow.RecordBatch, _ Emitter) error {
 }
 
 // process updates the state for rows keys/vals. The hot loop stops at any
-// row whose table must grow first (or whose key group is not owned); that
-// rare work happens here, outside it.
+// row that needs its table to grow first (or whose key group is not
+// owned); that rare work happens here, outside it.
 func (a *keyedAgg) process(keys, vals []int64) error {
 	vals = vals[:len(keys)]
 	for {
@@ -157,19 +164,22 @@ func (a *keyedAgg) process(keys, vals []int64) error {
 // It records first changes without a branch: the change is written
 // unconditionally and the list only advances when the key was not dirty
 // yet. That branch would mispredict for about half the rows of a typical
-// batch.
+// batch. The table's fill is checked only when a key is inserted, which in
+// the steady state of a job is rare.
 func (a *keyedAgg) processFast(keys, vals []int64) int {
 	vals = vals[:len(keys)]
 	changed := a.changed[a.nChanged : a.nChanged+len(keys)]
 	nc := 0
-	tables := &a.tables
+	tables, marks, ce := &a.tables, &a.marks, a.changeEpoch
+	done := len(keys)
+rows:
 	for i, k := range keys {
 		h := keygroup.Hash(k)
 		kg := keygroup.OfHash(h)
 		t := tables[kg]
-		if t == nil || t.n >= t.growAt {
-			a.nChanged += nc
-			return i
+		if t == nil {
+			done = i
+			break
 		}
 		slots := t.slots
 		mask := uint64(len(slots) - 1)
@@ -180,6 +190,10 @@ func (a *keyedAgg) processFast(keys, vals []int64) int {
 				break
 			}
 			if e.count == 0 {
+				if t.n >= t.growAt {
+					done = i
+					break rows
+				}
 				e.key = k
 				t.n++
 				break
@@ -192,9 +206,10 @@ func (a *keyedAgg) processFast(keys, vals []int64) int {
 		changed[nc] = kaggChange{key: k, kg: uint32(kg), slot: uint32(x)}
 		nc += int(^uint64(c) >> 63) // 1 unless already dirty
 		e.count = (c | kaggDirty) + 1
+		marks[kg] = ce
 	}
 	a.nChanged += nc
-	return len(keys)
+	return done
 }
 
 // kaggB2I is compiled to a SETcc, not a branch.
@@ -230,6 +245,7 @@ func (a *keyedAgg) processNullableSums(keys []int64, sums *array.Int64) error {
 		if sums.IsValid(i) {
 			e.sum += vals[i]
 		}
+		a.marks[kg] = a.changeEpoch
 	}
 	return nil
 }
@@ -293,22 +309,91 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 // in slot order. It is a sequential scan of the tables, so it costs about
 // as much as reading the state's memory once.
 func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
+	kgs := make([]int, 0, a.owned.End-a.owned.Start)
+	for kg := a.owned.Start; kg < a.owned.End; kg++ {
+		kgs = append(kgs, kg)
+	}
+	return a.SnapshotKeyGroups(kgs)
+}
+
+// SnapshotKeyGroups implements ChangeTracker. The columns of all key
+// groups share one allocation each: one large allocation costs less than
+// hundreds of small ones, each cleared and released on its own.
+func (a *keyedAgg) SnapshotKeyGroups(kgs []int) ([]KeyGroupState, error) {
 	if a.nChanged > 0 {
 		return nil, fmt.Errorf("keyed aggregation: snapshot with %d changed keys not flushed; call Flush first", a.nChanged)
 	}
-	var parts []KeyGroupState
-	for kg := a.owned.Start; kg < a.owned.End; kg++ {
+	total := 0
+	for i, kg := range kgs {
+		if kg < 0 || kg >= keygroup.Count || a.tables[kg] == nil {
+			return nil, fmt.Errorf("keyed aggregation: snapshot of key group %d, not owned by this instance (owns [%d,%d))", kg, a.owned.Start, a.owned.End)
+		}
+		if i > 0 && kg <= kgs[i-1] {
+			return nil, fmt.Errorf("keyed aggregation: snapshot of key groups %v, want them ascending and once each", kgs)
+		}
+		if n := a.tables[kg].n; n > 0 {
+			total += n + 1 // compact writes one value past the last key
+		}
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	var bufs [3]*memory.Buffer
+	var vals [3][]int64
+	for c := range bufs {
+		bufs[c] = memory.NewResizableBuffer(a.alloc)
+		bufs[c].Resize(total * arrow.Int64SizeBytes)
+		vals[c] = arrow.Int64Traits.CastFromBytes(bufs[c].Bytes())
+	}
+	parts := make([]KeyGroupState, 0, len(kgs))
+	off := 0
+	for _, kg := range kgs {
 		t := a.tables[kg]
-		if t == nil || t.n == 0 {
+		if t.n == 0 {
 			continue
 		}
-		keyArr, kv := helpAllocInt64(a.alloc, t.n, 1)
-		cntArr, cv := helpAllocInt64(a.alloc, t.n, 1)
-		sumArr, sv := helpAllocInt64(a.alloc, t.n, 1)
-		t.compact(kv, cv, sv)
-		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)})
+		end := off + t.n + 1
+		t.compact(vals[0][off:end], vals[1][off:end], vals[2][off:end])
+		var cols [3]arrow.Array
+		for c, b := range bufs {
+			cols[c] = kaggSliceArray(b, off, t.n)
+		}
+		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, cols[:]...)})
+		off = end
+	}
+	for _, b := range bufs {
+		b.Release() // the arrays hold their own references
 	}
 	return parts, nil
+}
+
+// kaggSliceArray returns the int64 array of values [off, off+n) of buf.
+func kaggSliceArray(buf *memory.Buffer, off, n int) arrow.Array {
+	sl := memory.SliceBuffer(buf, off*arrow.Int64SizeBytes, n*arrow.Int64SizeBytes)
+	data := array.NewData(arrow.PrimitiveTypes.Int64, n, []*memory.Buffer{nil, sl}, nil, 0, 0)
+	arr := array.NewInt64Data(data)
+	data.Release()
+	sl.Release()
+	return arr
+}
+
+// ChangeMark implements ChangeTracker.
+func (a *keyedAgg) ChangeMark() uint64 {
+	m := a.changeEpoch
+	a.changeEpoch++
+	return m
+}
+
+// ChangedSince implements ChangeTracker. The aggregation's state only
+// grows, so no group ever becomes empty.
+func (a *keyedAgg) ChangedSince(mark uint64) []int {
+	var kgs []int
+	for kg := a.owned.Start; kg < a.owned.End; kg++ {
+		if a.marks[kg] > mark {
+			kgs = append(kgs, kg)
+		}
+	}
+	return kgs
 }
 
 // Restore loads key groups saved by Snapshot. Each key must hash to the key
@@ -320,10 +405,13 @@ func (a *keyedAgg) Restore(parts []KeyGroupState) error {
 		if err := a.restorePart(p); err != nil {
 			return fmt.Errorf("keyed aggregation: restoring key group %d: %w", p.KeyGroup, err)
 		}
+		a.marks[p.KeyGroup] = a.changeEpoch
 	}
 	return nil
 }
 
+// restorePart inserts one key group. Each part's table is allocated (and
+// cleared) right before its keys go in, so the inserts hit cache.
 func (a *keyedAgg) restorePart(p KeyGroupState) error {
 	if p.KeyGroup < 0 || p.KeyGroup >= keygroup.Count || a.tables[p.KeyGroup] == nil {
 		return fmt.Errorf("key group not owned by this instance (owns [%d,%d))", a.owned.Start, a.owned.End)
@@ -342,33 +430,13 @@ func (a *keyedAgg) restorePart(p KeyGroupState) error {
 		}
 		cols[c] = arr.Int64Values()
 	}
-	keys, counts, sums := cols[0], cols[1], cols[2]
-	// Validate everything before touching the table, so a rejected part
-	// leaves the state as it was. The hashes are kept for the insert pass.
-	if cap(a.restoreHashes) < len(keys) {
-		a.restoreHashes = make([]uint64, len(keys))
-	}
-	hashes := a.restoreHashes[:len(keys)]
-	for i, k := range keys {
-		h := keygroup.Hash(k)
-		if kg := keygroup.OfHash(h); kg != p.KeyGroup {
-			return fmt.Errorf("key %d belongs to key group %d", k, kg)
-		}
-		if counts[i] <= 0 {
-			return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
-		}
-		hashes[i] = h
-	}
 	t := a.tables[p.KeyGroup]
-	t.reserve(len(keys), a.epoch)
-	if dup := t.insertNew(keys, counts, sums, hashes); dup >= 0 {
-		return fmt.Errorf("key %d appears twice", keys[dup])
-	}
-	return nil
+	t.reserve(len(cols[0]), a.epoch)
+	return t.insertNew(p.KeyGroup, cols[0], cols[1], cols[2])
 }
 
 func (a *keyedAgg) Close() error {
 	a.tables = [keygroup.Count]*kaggTable{}
-	a.changed, a.nChanged, a.restoreHashes = nil, 0, nil
+	a.changed, a.nChanged = nil, 0
 	return nil
 }

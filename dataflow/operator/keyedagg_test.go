@@ -404,3 +404,89 @@ func TestKeyedAggRejectsBatchOfAnotherSchema(t *testing.T) {
 		t.Fatal("batch with a string key column accepted")
 	}
 }
+
+// TestKeyedAggChangeTracker checks that ChangedSince reports exactly the key
+// groups changed after a mark, that a mark kept after a failed write still
+// reports them, and that SnapshotKeyGroups copies only the groups asked for.
+func TestKeyedAggChangeTracker(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	op := ktOpen(t, mem, keygroup.RangeFor(0, 2)) // [0, 64)
+	defer op.Close()
+	ct, ok := op.(operator.ChangeTracker)
+	if !ok {
+		t.Fatal("keyed aggregation does not implement ChangeTracker")
+	}
+	k3, k7, k9 := ktKeyInGroup(3), ktKeyInGroup(7), ktKeyInGroup(9)
+	if got := ct.ChangedSince(0); len(got) != 0 {
+		t.Fatalf("changed after Open: %v", got)
+	}
+	ktProcess(t, op, mem, ktRows(k3, 1, k7, 2, k3, 4))
+	ktFlush(t, op)
+	m1 := ct.ChangeMark()
+	if got := ct.ChangedSince(0); !slices.Equal(got, []int{3, 7}) {
+		t.Fatalf("changed since 0: %v, want [3 7]", got)
+	}
+	if got := ct.ChangedSince(m1); len(got) != 0 {
+		t.Fatalf("changed since a fresh mark: %v", got)
+	}
+	ktProcess(t, op, mem, ktRows(k9, 5, k7, 1))
+	ktFlush(t, op)
+	m2 := ct.ChangeMark()
+	if got := ct.ChangedSince(m1); !slices.Equal(got, []int{7, 9}) {
+		t.Fatalf("changed since mark 1: %v, want [7 9]", got)
+	}
+	ktProcess(t, op, mem, ktRows(k3, 1))
+	ktFlush(t, op)
+	// The version of mark 2 was not written: mark 1 still reports it all.
+	if got := ct.ChangedSince(m1); !slices.Equal(got, []int{3, 7, 9}) {
+		t.Fatalf("changed since mark 1 after more input: %v, want [3 7 9]", got)
+	}
+	if got := ct.ChangedSince(m2); !slices.Equal(got, []int{3}) {
+		t.Fatalf("changed since mark 2: %v, want [3]", got)
+	}
+
+	parts, err := ct.SnapshotKeyGroups([]int{7, 9, 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][][]int64{}
+	for _, p := range parts {
+		got[p.KeyGroup] = optest.Rows(p.Batch)
+	}
+	operator.ReleaseStates(parts)
+	want := map[int][][]int64{7: {{k7, 2, 3}}, 9: {{k9, 1, 5}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("snapshot of [7 9 20]: %v, want %v", got, want)
+	}
+	for _, bad := range [][]int{{100}, {9, 7}, {7, 7}} {
+		if parts, err := ct.SnapshotKeyGroups(bad); err == nil {
+			operator.ReleaseStates(parts)
+			t.Errorf("SnapshotKeyGroups(%v) accepted", bad)
+		}
+	}
+
+	// Restored groups count as changed since 0, not since a later mark.
+	full := ktSnapshotRows(t, op)
+	fresh := ktOpen(t, mem, keygroup.RangeFor(0, 2))
+	defer fresh.Close()
+	parts, err = op.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = fresh.Restore(parts)
+	operator.ReleaseStates(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fct := fresh.(operator.ChangeTracker)
+	if got := fct.ChangedSince(0); !slices.Equal(got, []int{3, 7, 9}) {
+		t.Fatalf("changed after Restore: %v, want [3 7 9]", got)
+	}
+	if m := fct.ChangeMark(); len(fct.ChangedSince(m)) != 0 {
+		t.Fatalf("changed since the mark after Restore: %v", fct.ChangedSince(m))
+	}
+	if got := ktSnapshotRows(t, fresh); fmt.Sprint(got) != fmt.Sprint(full) {
+		t.Fatalf("restored state %v, want %v", got, full)
+	}
+}
