@@ -69,30 +69,37 @@ func (t *kaggTable) upsert(key int64, h uint64) uint64 {
 // that every key belongs to kg, has a count > 0 and was not stored
 // already; on error the table holds part of the input and must be
 // discarded. It is one pass (hash, check, probe), so Restore reads the keys
-// once, and the duplicate check does not branch: Restore spends most of its
-// time here.
+// once, and the checks only accumulate flags, without branches, so the
+// loop stays small: Restore spends most of its time here. The error path
+// finds the offending row afterwards.
 func (t *kaggTable) insertNew(kg int, keys, counts, sums []int64) error {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
 	counts, sums = counts[:len(keys)], sums[:len(keys)]
-	dup := false
+	var bad, dup uint64
 	for i, k := range keys {
 		h := keygroup.Hash(k)
-		if keygroup.OfHash(h) != kg || counts[i] <= 0 {
-			if g := keygroup.OfHash(h); g != kg {
-				return fmt.Errorf("key %d belongs to key group %d", k, g)
-			}
-			return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
-		}
+		c := counts[i]
+		bad |= h>>57 ^ uint64(kg) | uint64(kaggB2I(c <= 0))
 		x := h & mask
 		for slots[x].count != 0 {
-			dup = dup || slots[x].key == k
+			dup |= uint64(kaggB2I(slots[x].key == k))
 			x = (x + 1) & mask
 		}
-		slots[x] = kaggEntry{key: k, count: counts[i], sum: sums[i]}
+		slots[x] = kaggEntry{key: k, count: c, sum: sums[i]}
 	}
 	t.n += len(keys)
-	if !dup {
+	if bad != 0 {
+		for i, k := range keys {
+			if g := keygroup.Of(k); g != kg {
+				return fmt.Errorf("key %d belongs to key group %d", k, g)
+			}
+			if counts[i] <= 0 {
+				return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
+			}
+		}
+	}
+	if dup == 0 {
 		return nil
 	}
 	seen := make(map[int64]bool, len(keys))
