@@ -55,7 +55,9 @@ type keyedAgg struct {
 	nChanged int
 	epoch    uint64
 	// marks[kg] is the change epoch (see ChangeMark) in which key group kg
-	// last changed; changeEpoch is the current one.
+	// last changed; changeEpoch is the current one. Flush sets them, from
+	// the changed list, so the hot loop does not: every changed key passes
+	// through Flush before a snapshot can be taken.
 	marks       [keygroup.Count]uint64
 	changeEpoch uint64
 }
@@ -170,7 +172,7 @@ func (a *keyedAgg) processFast(keys, vals []int64) int {
 	vals = vals[:len(keys)]
 	changed := a.changed[a.nChanged : a.nChanged+len(keys)]
 	nc := 0
-	tables, marks, ce := &a.tables, &a.marks, a.changeEpoch
+	tables := &a.tables
 	done := len(keys)
 rows:
 	for i, k := range keys {
@@ -206,7 +208,6 @@ rows:
 		changed[nc] = kaggChange{key: k, kg: uint32(kg), slot: uint32(x)}
 		nc += int(^uint64(c) >> 63) // 1 unless already dirty
 		e.count = (c | kaggDirty) + 1
-		marks[kg] = ce
 	}
 	a.nChanged += nc
 	return done
@@ -245,7 +246,6 @@ func (a *keyedAgg) processNullableSums(keys []int64, sums *array.Int64) error {
 		if sums.IsValid(i) {
 			e.sum += vals[i]
 		}
-		a.marks[kg] = a.changeEpoch
 	}
 	return nil
 }
@@ -286,6 +286,7 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 	sumArr, sv := AllocInt64(a.alloc, n)
 	kv, cv, sv = kv[:n], cv[:n], sv[:n]
 	for i, c := range chunk {
+		a.marks[c.kg] = a.changeEpoch
 		t := a.tables[c.kg]
 		var e *kaggEntry
 		if t.grownIn != a.epoch {
