@@ -490,3 +490,64 @@ func TestKeyedAggChangeTracker(t *testing.T) {
 		t.Fatalf("restored state %v, want %v", got, full)
 	}
 }
+
+// TestKeyedAggFlushOrderAcrossPatterns checks every Flush against a model
+// (rows in order of first change, running counts and sums) over batches
+// whose share of first changes varies from none to all, so both ways the
+// hot loop records first changes are used, switching in both directions.
+func TestKeyedAggFlushOrderAcrossPatterns(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	seed := rand.Uint64()
+	if s := os.Getenv("REWIND_TEST_SEED"); s != "" { // to replay a failure
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(seed, 0))
+	op := ktOpen(t, mem, keygroup.All)
+	defer op.Close()
+	state := map[int64][2]int64{}
+	for step := range 40 {
+		// A random number of distinct keys; every 4th step all rows are
+		// new keys, and every 8th (from step 1) all rows repeat one key.
+		n := 1 + r.IntN(3000)
+		distinct := 1 + r.IntN(n)
+		if step%4 == 0 {
+			distinct = n
+		}
+		base := int64(r.IntN(5000))
+		var rows [][]int64
+		var order []int64
+		seen := map[int64]bool{}
+		for i := range n {
+			k := base + int64(r.IntN(distinct))
+			if step%8 == 1 {
+				k = base
+			}
+			if step%4 == 0 {
+				k = base + int64(i)
+			}
+			v := r.Int64N(100)
+			rows = append(rows, []int64{int64(i), k, v, 0})
+			if !seen[k] {
+				seen[k] = true
+				order = append(order, k)
+			}
+			e := state[k]
+			state[k] = [2]int64{e[0] + 1, e[1] + v}
+		}
+		ktProcess(t, op, mem, rows)
+		got := ktFlush(t, op)
+		if len(got) != len(order) {
+			t.Fatalf("seed %d step %d: %d rows emitted, want %d", seed, step, len(got), len(order))
+		}
+		for i, k := range order {
+			e := state[k]
+			if want := []int64{k, e[0], e[1], e[0]}; !slices.Equal(got[i], want) {
+				t.Fatalf("seed %d step %d row %d: %v, want %v", seed, step, i, got[i], want)
+			}
+		}
+	}
+}
