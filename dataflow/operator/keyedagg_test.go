@@ -299,6 +299,20 @@ func TestKeyedAggLargeFlush(t *testing.T) {
 	}
 }
 
+// ktSeed returns a random seed, or REWIND_TEST_SEED to replay a failure.
+func ktSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv("REWIND_TEST_SEED")
+	if s == "" {
+		return rand.Uint64()
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
+	}
+	return seed
+}
+
 // ktModel is the obvious reference for the keyed aggregation.
 type ktModel map[int64][2]int64
 
@@ -342,13 +356,7 @@ func ktRandomSteps(r *rand.Rand, m ktModel) []optest.Step {
 func TestKeyedAggSnapshotRestoreProperty(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := rand.Uint64()
-	if s := os.Getenv("REWIND_TEST_SEED"); s != "" { // to replay a failure
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := ktSeed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	for i := range 100 {
 		caseSeed := r.Uint64()
@@ -498,13 +506,7 @@ func TestKeyedAggChangeTracker(t *testing.T) {
 func TestKeyedAggFlushOrderAcrossPatterns(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := rand.Uint64()
-	if s := os.Getenv("REWIND_TEST_SEED"); s != "" { // to replay a failure
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := ktSeed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
