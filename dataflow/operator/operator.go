@@ -157,9 +157,11 @@ type ChangeTracker interface {
 	ChangeMark() uint64
 	// ChangedSince returns, in ascending order, the owned key groups whose
 	// state changed after ChangeMark returned mark; for mark 0 every group
-	// changed since Open, restored groups included. A group may be reported
-	// although its content is the same as before. A group whose state
-	// became empty is reported too; SnapshotKeyGroups then leaves it out.
+	// changed since Open, restored groups included. Input counts as a
+	// change once the Flush after it has returned (snapshots are taken
+	// after Flush anyway). A group may be reported although its content is
+	// the same as before. A group whose state became empty is reported
+	// too; SnapshotKeyGroups then leaves it out.
 	ChangedSince(mark uint64) []int
 	// SnapshotKeyGroups is Snapshot restricted to the owned key groups kgs;
 	// empty ones are left out.
