@@ -1,6 +1,11 @@
 package operator
 
-import "github.com/rewind-engine/rewind/dataflow/keygroup"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+)
 
 // kaggEntry is one key's aggregate, 24 bytes. A slot is empty exactly when
 // count is 0: every stored key has been seen at least once, so no separate
@@ -59,37 +64,52 @@ func (t *kaggTable) upsert(key int64, h uint64) uint64 {
 	}
 }
 
-// insertNew inserts keys with their counts (> 0) and sums; hashes are the
-// keys' hashes. The caller has reserved room for all of them. It returns
-// the index of a key that was already present (its earlier entry is then
-// overwritten, so the table must be discarded), or -1. Restore spends most
-// of its time here, so the probe is inlined and the duplicate check does not
-// branch.
-func (t *kaggTable) insertNew(keys, counts, sums []int64, hashes []uint64) int {
+// insertNew inserts the restored state of key group kg: keys with their
+// counts and sums. The caller has reserved room for all of them. It checks
+// that every key belongs to kg, has a count > 0 and was not stored
+// already; on error the table holds part of the input and must be
+// discarded. It is one pass (hash, check, probe), so Restore reads the keys
+// once, and the checks only accumulate flags, without branches, so the
+// loop stays small: Restore spends most of its time here. The error path
+// finds the offending row afterwards.
+func (t *kaggTable) insertNew(kg int, keys, counts, sums []int64) error {
 	slots := t.slots
 	mask := uint64(len(slots) - 1)
-	counts, sums, hashes = counts[:len(keys)], sums[:len(keys)], hashes[:len(keys)]
-	dup := false
+	counts, sums = counts[:len(keys)], sums[:len(keys)]
+	var bad, dup uint64
 	for i, k := range keys {
-		x := hashes[i] & mask
+		h := keygroup.Hash(k)
+		c := counts[i]
+		bad |= h>>57 ^ uint64(kg) | uint64(kaggB2I(c <= 0))
+		x := h & mask
 		for slots[x].count != 0 {
-			dup = dup || slots[x].key == k
+			dup |= uint64(kaggB2I(slots[x].key == k))
 			x = (x + 1) & mask
 		}
-		slots[x] = kaggEntry{key: k, count: counts[i], sum: sums[i]}
+		slots[x] = kaggEntry{key: k, count: c, sum: sums[i]}
 	}
 	t.n += len(keys)
-	if !dup {
-		return -1
+	if bad != 0 {
+		for i, k := range keys {
+			if g := keygroup.Of(k); g != kg {
+				return fmt.Errorf("key %d belongs to key group %d", k, g)
+			}
+			if counts[i] <= 0 {
+				return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
+			}
+		}
+	}
+	if dup == 0 {
+		return nil
 	}
 	seen := make(map[int64]bool, len(keys))
-	for i, k := range keys {
+	for _, k := range keys {
 		if seen[k] {
-			return i
+			return fmt.Errorf("key %d appears twice", k)
 		}
 		seen[k] = true
 	}
-	return 0 // the duplicate was stored before this call
+	return errors.New("a key appears twice") // also in an earlier part
 }
 
 // reserve grows the table so that n more keys fit without growing again.

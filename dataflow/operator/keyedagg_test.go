@@ -299,6 +299,20 @@ func TestKeyedAggLargeFlush(t *testing.T) {
 	}
 }
 
+// ktSeed returns a random seed, or REWIND_TEST_SEED to replay a failure.
+func ktSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv("REWIND_TEST_SEED")
+	if s == "" {
+		return rand.Uint64()
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
+	}
+	return seed
+}
+
 // ktModel is the obvious reference for the keyed aggregation.
 type ktModel map[int64][2]int64
 
@@ -342,13 +356,7 @@ func ktRandomSteps(r *rand.Rand, m ktModel) []optest.Step {
 func TestKeyedAggSnapshotRestoreProperty(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := rand.Uint64()
-	if s := os.Getenv("REWIND_TEST_SEED"); s != "" { // to replay a failure
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := ktSeed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	for i := range 100 {
 		caseSeed := r.Uint64()
@@ -402,5 +410,146 @@ func TestKeyedAggRejectsBatchOfAnotherSchema(t *testing.T) {
 	defer b.Release()
 	if err := op.Process(0, b, nil); err == nil {
 		t.Fatal("batch with a string key column accepted")
+	}
+}
+
+// TestKeyedAggChangeTracker checks that ChangedSince reports exactly the key
+// groups changed after a mark, that a mark kept after a failed write still
+// reports them, and that SnapshotKeyGroups copies only the groups asked for.
+func TestKeyedAggChangeTracker(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	op := ktOpen(t, mem, keygroup.RangeFor(0, 2)) // [0, 64)
+	defer op.Close()
+	ct, ok := op.(operator.ChangeTracker)
+	if !ok {
+		t.Fatal("keyed aggregation does not implement ChangeTracker")
+	}
+	k3, k7, k9 := ktKeyInGroup(3), ktKeyInGroup(7), ktKeyInGroup(9)
+	if got := ct.ChangedSince(0); len(got) != 0 {
+		t.Fatalf("changed after Open: %v", got)
+	}
+	ktProcess(t, op, mem, ktRows(k3, 1, k7, 2, k3, 4))
+	ktFlush(t, op)
+	m1 := ct.ChangeMark()
+	if got := ct.ChangedSince(0); !slices.Equal(got, []int{3, 7}) {
+		t.Fatalf("changed since 0: %v, want [3 7]", got)
+	}
+	if got := ct.ChangedSince(m1); len(got) != 0 {
+		t.Fatalf("changed since a fresh mark: %v", got)
+	}
+	ktProcess(t, op, mem, ktRows(k9, 5, k7, 1))
+	ktFlush(t, op)
+	m2 := ct.ChangeMark()
+	if got := ct.ChangedSince(m1); !slices.Equal(got, []int{7, 9}) {
+		t.Fatalf("changed since mark 1: %v, want [7 9]", got)
+	}
+	ktProcess(t, op, mem, ktRows(k3, 1))
+	ktFlush(t, op)
+	// The version of mark 2 was not written: mark 1 still reports it all.
+	if got := ct.ChangedSince(m1); !slices.Equal(got, []int{3, 7, 9}) {
+		t.Fatalf("changed since mark 1 after more input: %v, want [3 7 9]", got)
+	}
+	if got := ct.ChangedSince(m2); !slices.Equal(got, []int{3}) {
+		t.Fatalf("changed since mark 2: %v, want [3]", got)
+	}
+
+	parts, err := ct.SnapshotKeyGroups([]int{7, 9, 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][][]int64{}
+	for _, p := range parts {
+		got[p.KeyGroup] = optest.Rows(p.Batch)
+	}
+	operator.ReleaseStates(parts)
+	want := map[int][][]int64{7: {{k7, 2, 3}}, 9: {{k9, 1, 5}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("snapshot of [7 9 20]: %v, want %v", got, want)
+	}
+	for _, bad := range [][]int{{100}, {9, 7}, {7, 7}} {
+		if parts, err := ct.SnapshotKeyGroups(bad); err == nil {
+			operator.ReleaseStates(parts)
+			t.Errorf("SnapshotKeyGroups(%v) accepted", bad)
+		}
+	}
+
+	// Restored groups count as changed since 0, not since a later mark.
+	full := ktSnapshotRows(t, op)
+	fresh := ktOpen(t, mem, keygroup.RangeFor(0, 2))
+	defer fresh.Close()
+	parts, err = op.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = fresh.Restore(parts)
+	operator.ReleaseStates(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fct := fresh.(operator.ChangeTracker)
+	if got := fct.ChangedSince(0); !slices.Equal(got, []int{3, 7, 9}) {
+		t.Fatalf("changed after Restore: %v, want [3 7 9]", got)
+	}
+	if m := fct.ChangeMark(); len(fct.ChangedSince(m)) != 0 {
+		t.Fatalf("changed since the mark after Restore: %v", fct.ChangedSince(m))
+	}
+	if got := ktSnapshotRows(t, fresh); fmt.Sprint(got) != fmt.Sprint(full) {
+		t.Fatalf("restored state %v, want %v", got, full)
+	}
+}
+
+// TestKeyedAggFlushOrderAcrossPatterns checks every Flush against a model
+// (rows in order of first change, running counts and sums) over batches
+// whose share of first changes varies from none to all, so both ways the
+// hot loop records first changes are used, switching in both directions.
+func TestKeyedAggFlushOrderAcrossPatterns(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	seed := ktSeed(t)
+	r := rand.New(rand.NewPCG(seed, 0))
+	op := ktOpen(t, mem, keygroup.All)
+	defer op.Close()
+	state := map[int64][2]int64{}
+	for step := range 40 {
+		// A random number of distinct keys; every 4th step all rows are
+		// new keys, and every 8th (from step 1) all rows repeat one key.
+		n := 1 + r.IntN(3000)
+		distinct := 1 + r.IntN(n)
+		if step%4 == 0 {
+			distinct = n
+		}
+		base := int64(r.IntN(5000))
+		var rows [][]int64
+		var order []int64
+		seen := map[int64]bool{}
+		for i := range n {
+			k := base + int64(r.IntN(distinct))
+			if step%8 == 1 {
+				k = base
+			}
+			if step%4 == 0 {
+				k = base + int64(i)
+			}
+			v := r.Int64N(100)
+			rows = append(rows, []int64{int64(i), k, v, 0})
+			if !seen[k] {
+				seen[k] = true
+				order = append(order, k)
+			}
+			e := state[k]
+			state[k] = [2]int64{e[0] + 1, e[1] + v}
+		}
+		ktProcess(t, op, mem, rows)
+		got := ktFlush(t, op)
+		if len(got) != len(order) {
+			t.Fatalf("seed %d step %d: %d rows emitted, want %d", seed, step, len(got), len(order))
+		}
+		for i, k := range order {
+			e := state[k]
+			if want := []int64{k, e[0], e[1], e[0]}; !slices.Equal(got[i], want) {
+				t.Fatalf("seed %d step %d row %d: %v, want %v", seed, step, i, got[i], want)
+			}
+		}
 	}
 }
