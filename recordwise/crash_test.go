@@ -245,3 +245,42 @@ func TestDetectDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashAfterMetadataCountsThePointComplete: the coordinator dies right
+// after the metadata of checkpoint 2 became durable, before it acted on
+// it. The restart restores checkpoint 2, and the history and counts say
+// it completed (not failed), as its durable metadata makes it.
+func TestCrashAfterMetadataCountsThePointComplete(t *testing.T) {
+	sc := &scenario{job: "keyed-count", barriers: barrierSetting{"aligned", 0}, mode: sink.Transactional,
+		inputs: inputs("keyed-count", 30000, 100000, 9), fails: []fault.Spec{at(PointAfterMetadata, 2)}}
+	o := sc.execute(t)
+	o.check(t, sc.String())
+	if len(o.report.Restores) != 2 {
+		t.Fatalf("%d starts, want 2", len(o.report.Restores))
+	}
+	from := uint64(o.report.Restores[1].From)
+	if from == 0 {
+		t.Fatal("the restart did not restore the checkpoint whose metadata was durable")
+	}
+	n := 0
+	for _, h := range o.report.History {
+		if h.ID == from && h.Attempt == 0 {
+			n++
+			if h.Status != "completed" {
+				t.Errorf("checkpoint %d restored from is %s in the history", from, h.Status)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("checkpoint %d appears %d times in the first attempt's history, want once", from, n)
+	}
+	completed := 0
+	for _, h := range o.report.History {
+		if h.Status == "completed" {
+			completed++
+		}
+	}
+	if o.summary.Checkpoints.Completed != completed {
+		t.Fatalf("summary counts %d completed, history holds %d", o.summary.Checkpoints.Completed, completed)
+	}
+}

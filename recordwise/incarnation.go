@@ -47,6 +47,8 @@ type incarnation struct {
 	queues  []*queue
 	coord   *coordLoop
 	from    checkpoint.ID // restored recovery point; 0 = the start
+	// fromParts are the parts listed in the restored point's metadata.
+	fromParts []metaPart
 	// firstEpoch is the sink epoch the restored tasks write first: after
 	// from, and after every epoch the sink already published.
 	firstEpoch int64
@@ -185,7 +187,7 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	}
 	defer rp.release()
 	if rp.found {
-		inc.from = rp.id
+		inc.from, inc.fromParts = rp.id, rp.meta.Parts
 	}
 	complete := int64(-1)
 	if rp.found {
@@ -469,7 +471,8 @@ func (inc *incarnation) reconcilePublished(complete int64) error {
 }
 
 func (inc *incarnation) restoreInfo() RestoreInfo {
-	return RestoreInfo{Attempt: inc.attempt, From: inc.from, Listing: inc.listing, Plan: inc.rplan, Parts: inc.partCounts}
+	return RestoreInfo{Attempt: inc.attempt, From: inc.from, Listing: inc.listing, Plan: inc.rplan, Parts: inc.partCounts,
+		fromParts: inc.fromParts}
 }
 
 func (inc *incarnation) restoredOffsets() map[string]int64 { return inc.restoredPos }

@@ -78,6 +78,8 @@ type RestoreInfo struct {
 	Plan    checkpoint.RestorePlan
 	// Parts counts the part descriptors each listed checkpoint had.
 	Parts map[checkpoint.ID]int
+	// fromParts are the restored point's parts, from its metadata.
+	fromParts []metaPart
 }
 
 // Report is what a run measured beyond run.Summary.
@@ -290,12 +292,40 @@ func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *
 	return r
 }
 
+// completedUnseen enters into the history a recovery point restored from
+// that the history does not hold as completed: its metadata became durable
+// but the coordinator died before it acted on that, so the crash counted
+// the point as failed. Durable metadata is what makes a point complete.
+func (o *observer) completedUnseen(info RestoreInfo) {
+	if info.From == 0 {
+		return
+	}
+	for _, h := range o.report.History {
+		if h.ID == uint64(info.From) && h.Status == "completed" {
+			return
+		}
+	}
+	cs := CheckpointStats{ID: uint64(info.From), Attempt: max(info.Attempt-1, 0), Status: "completed",
+		Reason: "metadata was durable when the coordinator died; completion noticed at restore"}
+	for _, p := range info.fromParts {
+		cs.StateBytes += p.StateBytes
+		cs.InFlightBytes += p.InFlightBytes
+		cs.InFlightRecords += p.InFlightRecords
+	}
+	o.completed++
+	if o.failed > 0 {
+		o.failed--
+	}
+	o.report.History = append(o.report.History, cs)
+}
+
 // restarted completes the bill of r once the new incarnation runs: the
 // restore time, the records to read again, and the catch-up target.
 func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]int64, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.report.Restores = append(o.report.Restores, info)
+	o.completedUnseen(info)
 	if r == nil {
 		return
 	}
