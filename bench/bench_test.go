@@ -61,18 +61,22 @@ func TestBillSumsRecoveriesAndKeepsNulls(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	clean := &run.Summary{WallMs: 1000}
 	crash := &run.Summary{WallMs: 1300, Recoveries: []run.Recovery{
-		{DetectMs: f(1), RestoreMs: f(10), ReprocessedRecords: n(100), CatchUpMs: nil},
-		{DetectMs: f(2), RestoreMs: nil, ReprocessedRecords: n(50), CatchUpMs: nil},
+		{DetectMs: f(1), RestoreMs: f(10), ReprocessedRecords: n(100), CatchUpMs: f(5)},
+		{DetectMs: f(2), RestoreMs: f(20), ReprocessedRecords: n(50), CatchUpMs: f(7)},
 	}}
 	b := BillOf(clean, crash)
-	if b.Recoveries != 2 || *b.DetectMs != 3 || *b.RestoreMs != 10 || *b.Reprocessed != 150 || b.ExtraWallMs != 300 {
+	if b.Recoveries != 2 || *b.DetectMs != 3 || *b.RestoreMs != 30 || *b.Reprocessed != 150 || *b.CatchUpMs != 12 || b.ExtraWallMs != 300 {
 		t.Fatalf("bill %+v", b)
 	}
-	if b.CatchUpMs != nil {
-		t.Fatalf("catch-up reported by no recovery must stay null, got %v", *b.CatchUpMs)
+	if r := b.RecoveryMs(); r == nil || *r != 45 {
+		t.Fatalf("recovery ms = %v, want 45", r)
 	}
-	if r := b.RecoveryMs(); r == nil || *r != 13 {
-		t.Fatalf("recovery ms = %v, want 13", r)
+	// One recovery without a catch-up figure: a partial sum would flatter
+	// the contestant, so the field and the recovery time stay unknown.
+	crash.Recoveries[1].CatchUpMs = nil
+	b = BillOf(clean, crash)
+	if b.CatchUpMs != nil || b.RecoveryMs() != nil || *b.RestoreMs != 30 {
+		t.Fatalf("partial catch-up must stay null: %+v", b)
 	}
 	if BillOf(clean, &run.Summary{}).RecoveryMs() != nil {
 		t.Fatal("a run without recoveries has no recovery time")

@@ -31,43 +31,55 @@ type Bill struct {
 }
 
 // RecoveryMs is detect + restore + catch-up: how long the job was not
-// keeping up because of the crash. Nil when the executor reports none of
-// them.
+// keeping up because of the crash. Nil unless all three were reported.
 func (b Bill) RecoveryMs() *float64 {
-	var sum *float64
-	for _, v := range []*float64{b.DetectMs, b.RestoreMs, b.CatchUpMs} {
-		if v != nil {
-			if sum == nil {
-				sum = new(float64)
-			}
-			*sum += *v
-		}
+	if b.DetectMs == nil || b.RestoreMs == nil || b.CatchUpMs == nil {
+		return nil
 	}
-	return sum
+	sum := *b.DetectMs + *b.RestoreMs + *b.CatchUpMs
+	return &sum
 }
 
 // BillOf sums the recoveries of crash and compares its wall time with
-// clean's. Fields no recovery reported stay nil.
+// clean's. A field is nil unless every recovery reported it: a sum over
+// some recoveries only would make that contestant look cheaper.
 func BillOf(clean, crash *run.Summary) Bill {
 	b := Bill{Recoveries: len(crash.Recoveries), ExtraWallMs: crash.WallMs - clean.WallMs}
-	addF := func(dst **float64, v *float64) {
-		if v != nil {
-			if *dst == nil {
-				*dst = new(float64)
-			}
-			**dst += *v
+	if b.Recoveries == 0 {
+		return b
+	}
+	var detect, restore, catchUp float64
+	var reprocessed int64
+	allDetect, allRestore, allCatchUp, allReprocessed := true, true, true, true
+	for _, r := range crash.Recoveries {
+		allDetect = allDetect && r.DetectMs != nil
+		allRestore = allRestore && r.RestoreMs != nil
+		allCatchUp = allCatchUp && r.CatchUpMs != nil
+		allReprocessed = allReprocessed && r.ReprocessedRecords != nil
+		if allDetect {
+			detect += *r.DetectMs
+		}
+		if allRestore {
+			restore += *r.RestoreMs
+		}
+		if allCatchUp {
+			catchUp += *r.CatchUpMs
+		}
+		if allReprocessed {
+			reprocessed += *r.ReprocessedRecords
 		}
 	}
-	for _, r := range crash.Recoveries {
-		addF(&b.DetectMs, r.DetectMs)
-		addF(&b.RestoreMs, r.RestoreMs)
-		addF(&b.CatchUpMs, r.CatchUpMs)
-		if r.ReprocessedRecords != nil {
-			if b.Reprocessed == nil {
-				b.Reprocessed = new(int64)
-			}
-			*b.Reprocessed += *r.ReprocessedRecords
-		}
+	if allDetect {
+		b.DetectMs = &detect
+	}
+	if allRestore {
+		b.RestoreMs = &restore
+	}
+	if allCatchUp {
+		b.CatchUpMs = &catchUp
+	}
+	if allReprocessed {
+		b.Reprocessed = &reprocessed
 	}
 	return b
 }

@@ -1,6 +1,8 @@
 package microbatch
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -9,38 +11,47 @@ import (
 
 // RecoveryPoints implements run.Inspector: one entry per batch id found
 // under microbatch/<job>/<run id>/, complete when its commit entry exists.
+// What a restart does with an uncommitted one is what PlanRestart decides
+// from the same listing, so inspect and restart cannot disagree.
 func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
 	set := run.NewPointSet("microbatch", "batch")
-	has := map[*run.RecoveryPoint]map[string]bool{}
+	names := map[string][]string{} // run -> names relative to its prefix
 	for _, o := range objs {
 		runName, rest, ok := run.SplitRunName(o.Name, "microbatch")
 		if !ok {
 			continue
 		}
-		var dir string
+		var id int64 = -1
 		for _, d := range []string{dirOffsets, dirCommits, dirState} {
-			if strings.HasPrefix(rest, d) {
-				dir = d
+			if v, ok := parseID(strings.TrimPrefix(rest, d)); ok && strings.HasPrefix(rest, d) {
+				id = v
 			}
 		}
-		id, ok := parseID(rest[len(dir):])
-		if dir == "" || !ok {
+		if id < 0 {
 			continue
 		}
-		p := set.Add(runName, id, o)
-		if has[p] == nil {
-			has[p] = map[string]bool{}
-		}
-		has[p][dir] = true
+		set.Add(runName, id, o)
+		names[runName] = append(names[runName], rest)
+	}
+	listings := map[string]Listing{}
+	plans := map[string]RestartPlan{}
+	planErr := map[string]error{}
+	for r, ns := range names {
+		l := ParseListing(ns)
+		listings[r] = l
+		plans[r], planErr[r] = PlanRestart(l)
 	}
 	return set.Finish(func(p *run.RecoveryPoint) {
-		switch h := has[p]; {
-		case h[dirCommits]:
+		l, plan := listings[p.Run], plans[p.Run]
+		switch {
+		case slices.Contains(l.Commits, p.ID):
 			p.Complete, p.Status = true, "committed"
-		case h[dirOffsets] && h[dirState]:
-			p.Status = "offsets logged and state written, no commit entry: a restart re-runs it with the logged offsets"
-		case h[dirOffsets]:
+		case planErr[p.Run] != nil:
+			p.Status = "not resumable: " + planErr[p.Run].Error()
+		case p.ID == plan.Rerun:
 			p.Status = "offsets logged, no commit entry: a restart re-runs it with the logged offsets"
+		case p.ID == plan.Next && slices.Contains(l.Offsets, p.ID):
+			p.Status = fmt.Sprintf("offsets written ahead beside batch %d's commit, which did not land: a restart plans it anew", plan.Rerun)
 		default:
 			p.Status = "state objects without an offsets entry: left over, never read"
 		}

@@ -18,11 +18,12 @@ func TestRecoveryPointsFromAListing(t *testing.T) {
 		{Name: pre + manifestName(1), Size: 5},
 		{Name: pre + stateObjectName(1, "count", 0), Size: 100},
 		{Name: pre + stateObjectName(2, "count", 0), Size: 100},
+		{Name: pre + offsetsName(3), Size: 20}, // written ahead beside commits/2, which did not land
 		{Name: "recordwise/keyed-count/r1/chk-00000000000000000001/_metadata", Size: 1},
 	}
 	got := Executor{}.RecoveryPoints(objs)
-	if len(got) != 3 {
-		t.Fatalf("%d points, want batches 0, 1, 2: %+v", len(got), got)
+	if len(got) != 4 {
+		t.Fatalf("%d points, want batches 0 to 3: %+v", len(got), got)
 	}
 	byID := map[int64]int{}
 	for i, p := range got {
@@ -37,5 +38,8 @@ func TestRecoveryPointsFromAListing(t *testing.T) {
 	}
 	if b2.Complete || !strings.Contains(b2.Status, "re-runs it with the logged offsets") || b2.Objects != 2 {
 		t.Errorf("batch 2 has offsets and state but no commit: %+v", b2)
+	}
+	if b3 := got[byID[3]]; b3.Complete || !strings.Contains(b3.Status, "written ahead beside batch 2's commit") {
+		t.Errorf("batch 3 was planned ahead: %+v", b3)
 	}
 }

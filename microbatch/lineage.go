@@ -243,8 +243,12 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 
 	// 1. Everything the dead workers held is dropped.
 	bd := se.bd
+	// The rows a rebuilt piece holds were handed over when the dead worker
+	// first read them: latency counts from then, crash included.
+	handedOver := map[int][]handoverRows{}
 	for _, d := range dead {
 		id := int(d)
+		handedOver[id] = bd.handover[id]
 		c.workers[id].teardown()
 		for s := range done {
 			releaseAll(bd.out[s][id])
@@ -256,7 +260,9 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 				bd.hashed[s][col][id] = nil
 			}
 		}
-		bd.handover[id], bd.rowsIn[id], bd.late[id] = nil, 0, 0
+		// What its sink writer held was never flushed: the replacement's
+		// re-run counts those rows again.
+		bd.handover[id], bd.rowsIn[id], bd.rowsOut[id], bd.late[id] = nil, 0, 0, 0
 	}
 	ids := make([]int, len(dead))
 	for i, d := range dead {
@@ -290,8 +296,14 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 				bd.out[f][id] = append(bd.out[f][id], res.Pieces[pid]...)
 				delete(res.Pieces, pid) // ownership moves to the batch
 				n := bp.ranges[pid].Records()
-				bd.handover[id] = append(bd.handover[id], handoverRows{at: now, rows: n})
+				if len(handedOver[id]) == 0 {
+					// The worker died before handing anything over.
+					bd.handover[id] = append(bd.handover[id], handoverRows{at: now, rows: n})
+				}
 				bd.rowsIn[id] += n
+			}
+			if hs := handedOver[id]; len(hs) > 0 {
+				bd.handover[id], handedOver[id] = hs, nil
 			}
 			for _, col := range c.topo.hashOut[f] {
 				parts, err := splitByOwner(c.alloc, bd.out[f][id], col, c.par)

@@ -216,7 +216,9 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	}
 	co, err := checkpoint.NewCoordinator(checkpoint.Config{
 		Tasks: ids, Timeout: sh.env.Config.CheckpointTimeout, Retained: sh.env.Config.RetainedCheckpoints,
-		NextID: plan.NextID, Completed: plan.Complete,
+		// Checkpoint ids are the sink's epochs: never reuse one the sink
+		// already published, even if its metadata is gone from the listing.
+		NextID: max(plan.NextID, checkpoint.ID(inc.firstEpoch)), Completed: plan.Complete,
 	})
 	if err != nil {
 		return inc, err

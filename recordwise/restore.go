@@ -218,11 +218,12 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 	case m.Parallelism < 1:
 		return rp, fmt.Errorf("metadata names parallelism %d", m.Parallelism)
 	case m.Parallelism != inc.plan.parallelism:
-		var inFlight int64
+		var inFlight, inFlightRecords int64
 		for _, mp := range m.Parts {
 			inFlight += mp.InFlightBytes
+			inFlightRecords += mp.InFlightRecords
 		}
-		if inFlight > 0 {
+		if inFlight > 0 || inFlightRecords > 0 {
 			return rp, fmt.Errorf("recovery point was taken at parallelism %d, the job runs at %d: it holds %d bytes of in-flight data (unaligned barriers), which belongs to channels between subtasks and cannot be re-assigned; restore at parallelism %d",
 				m.Parallelism, inc.plan.parallelism, inFlight, m.Parallelism)
 		}

@@ -168,6 +168,8 @@ func printRecoveryPoints(w io.Writer, objs []storage.Object, bad map[string]stri
 			}
 		}
 		if n > 0 {
+			// A restart cannot resume from a point it cannot read.
+			p.Complete = false
 			p.Status = fmt.Sprintf("%d objects FAIL their checksum; %s", n, p.Status)
 		}
 	}

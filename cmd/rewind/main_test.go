@@ -507,6 +507,11 @@ func TestLineageCrashThroughTheCLI(t *testing.T) {
 			if lp == nil || lp.Recovery != mode || lp.PiecesLost != wantPieces || lp.RecordsReread != loss.Reread || lp.RebuildMs == nil {
 				t.Fatalf("%s: summary lost_pieces %+v, progress %+v, want %d pieces lost", what, lp, loss, wantPieces)
 			}
+			// etl emits each kept input row once: under lineage nothing is
+			// re-run, so rows out must not count the dead worker's rows twice.
+			if jobName == "etl" && mode == "lineage" && s.RowsOut != int64(len(want.Rows)) {
+				t.Fatalf("%s: %d rows out, the reference has %d rows", what, s.RowsOut, len(want.Rows))
+			}
 			if mode == "lineage" {
 				if loss.Reread != wantRecs || loss.Rebuilt != wantPieces || reruns != 0 || s.Checkpoints.Failed != 0 {
 					t.Fatalf("%s: re-read %d records in %d pieces, %d batches re-run; the lost pieces hold %d records in %d pieces",
