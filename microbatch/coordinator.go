@@ -663,14 +663,18 @@ func (c *coordinator) killWorker(cr *fault.Crash) {
 		return
 	}
 	w := c.workers[cr.Worker]
-	if !w.kill() {
+	if w.killed.Load() {
 		c.met.crash(fmt.Sprintf("worker %d killed (%s) while already down", cr.Worker, cr.Spec), time.Now(), nil)
 		return
 	}
+	// The crash is on record before the worker dies: the coordinator may
+	// see the death and rebuild at once, and that rebuild must find the
+	// crash to bill (it was missed, leaving a crash without a recovery).
 	r := c.met.crash(fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec), time.Now(), nil)
 	c.recMu.Lock()
 	c.pendingRecoveries = append(c.pendingRecoveries, r)
 	c.recMu.Unlock()
+	w.kill()
 	select {
 	case c.deathCh <- struct{}{}:
 	default:

@@ -84,7 +84,7 @@ after a crash.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(stdout, stderr), newBenchCmd(stdout, stderr), newTraceCmd(), newInspectCmd())
+	root.AddCommand(newRunCmd(stdout, stderr), newBenchCmd(stdout, stderr), newTraceCmd(stdout, stderr), newInspectCmd())
 	return root
 }
 

@@ -525,3 +525,27 @@ func TestLineageCrashThroughTheCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceTellsTheRecovery runs trace under each executor: the timeline
+// shows the executor's steps, the crash and the recovery, and the run ends
+// equal to the reference.
+func TestTraceTellsTheRecovery(t *testing.T) {
+	for exec, want := range map[string][]string{
+		"recordwise": {"checkpoint 1 COMPLETED", "marker after", "CRASH: worker 1", "RECOVERED from checkpoint"},
+		"microbatch": {"batch 0:", "offsets in/p0 [0,", "CRASH: worker 1", "RECOVERED"},
+		"diskphase":  {"finite job 0 committed", "CRASH: worker 1"},
+	} {
+		code, stdout, stderr := rewind(t, "trace", "--executor", exec)
+		if code != 0 {
+			t.Fatalf("trace --executor %s: exit %d: %s", exec, code, stderr)
+		}
+		for _, w := range append(want, "result: equals the reference executor's") {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("trace --executor %s lacks %q:\n%s", exec, w, stdout)
+			}
+		}
+	}
+	if code, _, stderr := rewind(t, "trace", "--executor", "reference"); code != exitUsage || !strings.Contains(stderr, "allowed are") {
+		t.Errorf("trace of the reference: exit %d, %s", code, stderr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
+	"time"
 )
 
 // HistoryKeep is how many of the newest events of each kind a summary
@@ -26,7 +27,7 @@ type ProgressHistory struct {
 type History struct {
 	mu      sync.Mutex
 	forward io.Writer
-	partial []byte
+	lines   lineBuffer
 	h       ProgressHistory
 }
 
@@ -40,18 +41,7 @@ func NewHistory(forward io.Writer) *History {
 func (h *History) Write(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.partial = append(h.partial, p...)
-	for {
-		i := bytes.IndexByte(h.partial, '\n')
-		if i < 0 {
-			break
-		}
-		h.record(h.partial[:i])
-		h.partial = h.partial[i+1:]
-	}
-	if len(h.partial) == 0 {
-		h.partial = nil // do not pin a large buffer
-	}
+	h.lines.feed(p, h.record)
 	if h.forward != nil {
 		return h.forward.Write(p)
 	}
@@ -91,4 +81,66 @@ func (h *History) Fold(s *Summary) {
 		cp.Recent[k] = append([]json.RawMessage(nil), v...)
 	}
 	s.History = &cp
+}
+
+// lineBuffer cuts a stream of writes into complete lines.
+type lineBuffer struct{ partial []byte }
+
+// feed appends p and calls fn with every complete line, without its '\n'.
+func (b *lineBuffer) feed(p []byte, fn func(line []byte)) {
+	b.partial = append(b.partial, p...)
+	for {
+		i := bytes.IndexByte(b.partial, '\n')
+		if i < 0 {
+			break
+		}
+		fn(b.partial[:i])
+		b.partial = b.partial[i+1:]
+	}
+	if len(b.partial) == 0 {
+		b.partial = nil // do not pin a large buffer
+	}
+}
+
+// TimedEvent is one progress event and when it arrived.
+type TimedEvent struct {
+	At    time.Duration // since the Timeline was made
+	Event string
+	Raw   json.RawMessage
+}
+
+// Timeline keeps every progress event of a run with its arrival time: the
+// raw material of rewind trace. Use it as Config.Progress. Safe for
+// concurrent use.
+type Timeline struct {
+	mu     sync.Mutex
+	start  time.Time
+	lines  lineBuffer
+	events []TimedEvent
+}
+
+// NewTimeline starts the clock.
+func NewTimeline() *Timeline { return &Timeline{start: time.Now()} }
+
+func (t *Timeline) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := time.Since(t.start)
+	t.lines.feed(p, func(line []byte) {
+		var head struct {
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(line, &head) != nil {
+			return
+		}
+		t.events = append(t.events, TimedEvent{At: at, Event: head.Event, Raw: bytes.Clone(line)})
+	})
+	return len(p), nil
+}
+
+// Events returns what arrived so far, in arrival order.
+func (t *Timeline) Events() []TimedEvent {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]TimedEvent(nil), t.events...)
 }
