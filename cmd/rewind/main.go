@@ -56,14 +56,11 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (code
 	}
 	fmt.Fprintf(stderr, "rewind: %v\n", err)
 	var ue usageError
-	var ni run.ErrNotImplemented
 	var ie run.InputError
 	var ob run.OutputBusyError
 	switch {
 	case errors.As(err, &ue), errors.As(err, &ie), errors.As(err, &ob), isCobraUsage(err):
 		return exitUsage
-	case errors.As(err, &ni):
-		return exitFailure
 	case errors.Is(err, context.Canceled):
 		return 130
 	}

@@ -110,10 +110,3 @@ type Executor interface {
 	// returns its summary. Run does not call Sink.Finish; the caller does.
 	Run(ctx context.Context, env *Env) (*Summary, error)
 }
-
-// ErrNotImplemented is returned by executors that exist only as a name.
-type ErrNotImplemented struct{ Executor, Issue string }
-
-func (e ErrNotImplemented) Error() string {
-	return fmt.Sprintf("executor %q is not implemented yet (tracked in %s)", e.Executor, e.Issue)
-}
