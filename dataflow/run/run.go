@@ -5,7 +5,6 @@ package run
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
