@@ -64,33 +64,42 @@ func IndependentDuplicates(t testing.TB, dir string, format sink.Format, layout 
 		if !strings.HasSuffix(n, "."+string(format)) {
 			t.Fatalf("visible file %s is not %s", n, format)
 		}
-		path := filepath.Join(dir, n)
-		switch format {
-		case sink.CSV:
-			csvRows(t, path, cols, count)
-		case sink.Parquet:
-			parquetRows(t, path, cols, count)
-		default:
-			t.Fatalf("no reader for format %q", format)
-		}
+		readRows(t, filepath.Join(dir, n), format, cols, count)
 	}
 	return dups, conflicts
 }
 
-// csvRows calls row with every data row of a CSV file, its fields in the
-// order of cols, so files with another column order compare equal.
-func csvRows(t testing.TB, path string, cols []string, row func([]string)) {
+// readRows calls row with every row of the file at path, its values as text
+// in the order of cols.
+func readRows(t testing.TB, path string, format sink.Format, cols []string, row func([]string)) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	switch format {
+	case sink.CSV:
+		csvRows(t, f, cols, row)
+	case sink.Parquet:
+		parquetRows(t, f, cols, row)
+	default:
+		t.Fatalf("no reader for format %q", format)
+	}
+}
+
+// csvRows calls row with every data row of a CSV file, its fields in the
+// order of cols, so files with another column order compare equal.
+func csvRows(t testing.TB, f *os.File, cols []string, row func([]string)) {
+	t.Helper()
+	path := f.Name()
 	sc := bufio.NewScanner(f)
 	var idx []int // in the file, for each of cols
+	width := 0    // fields of the header
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), ",")
 		if idx == nil {
+			width = len(fields)
 			for _, c := range cols {
 				i := slices.Index(fields, c)
 				if i < 0 {
@@ -100,8 +109,8 @@ func csvRows(t testing.TB, path string, cols []string, row func([]string)) {
 			}
 			continue
 		}
-		if len(fields) != len(idx) {
-			t.Fatalf("%s: row %q has %d fields, want %d", path, sc.Text(), len(fields), len(idx))
+		if len(fields) != width {
+			t.Fatalf("%s: row %q has %d fields, the header %d", path, sc.Text(), len(fields), width)
 		}
 		out := make([]string, len(idx))
 		for j, i := range idx {
@@ -116,13 +125,9 @@ func csvRows(t testing.TB, path string, cols []string, row func([]string)) {
 
 // parquetRows calls row with every row of a Parquet file, its int64 values
 // as text in the order of cols, read with parquet-go's row reader.
-func parquetRows(t testing.TB, path string, cols []string, row func([]string)) {
+func parquetRows(t testing.TB, f *os.File, cols []string, row func([]string)) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	path := f.Name()
 	fi, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)

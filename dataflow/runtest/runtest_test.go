@@ -145,7 +145,7 @@ func TestIndependentDuplicatesRejects(t *testing.T) {
 	}{
 		"other format":   {"a.parquet", "", "is not csv"},
 		"missing column": {"a.csv", "key,_version\n1,1\n", "has no column value"},
-		"short row":      {"a.csv", "key,value,_version\n1,1\n", "has 2 fields, want 3"},
+		"short row":      {"a.csv", "key,value,_version\n1,1\n", "has 2 fields, the header 3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
