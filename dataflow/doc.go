@@ -4,6 +4,10 @@
 // injection (fault), the run configuration and summary (run) and the oracle
 // (oracle).
 //
+// runtest is test support for whole executor runs (the output check against
+// the oracle, an independent duplicate counter, RAM-disk directories); only
+// _test.go files import it.
+//
 // An executor (microbatch, diskphase, recordwise) is a scheduler plus a
 // recovery protocol wrapped around these pieces. Executors import dataflow
 // packages; they never import each other, and nothing in dataflow imports an

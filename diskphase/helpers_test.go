@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,14 +14,13 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"go.uber.org/goleak"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
-	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -31,29 +29,12 @@ var (
 	flagSeed      = flag.Int64("dp.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { runtest.Main(m) }
 
-// fastDir is a fresh directory, on a RAM disk when there is one: every
-// Put fsyncs, and crash semantics here are about lost memory, not media.
+// fastDir is a fresh directory, on a RAM disk when there is one.
 func fastDir(t testing.TB) string {
 	t.Helper()
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		if d, err := os.MkdirTemp("/dev/shm", "rewind-dp-"); err == nil {
-			t.Cleanup(func() { _ = os.RemoveAll(d) })
-			return d
-		}
-	}
-	return t.TempDir()
+	return runtest.FastDir(t, "rewind-dp-", false)
 }
 
 func smallInputs(jobName string, records int, seed int64) map[string]string {
@@ -183,38 +164,9 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 		t.Fatalf("resolving output: %v", err)
 	}
 	if !sc.noOracle {
-		o.want = oracleResult(t, cfg)
+		o.want = runtest.Oracle(t, cfg)
 	}
 	return o
-}
-
-var oracleCache sync.Map
-
-func oracleResult(t testing.TB, cfg run.Config) *oracle.Result {
-	t.Helper()
-	key := fmt.Sprintf("%s|%v|%v", cfg.Job, cfg.Params, cfg.Inputs)
-	if r, ok := oracleCache.Load(key); ok {
-		return r.(*oracle.Result)
-	}
-	j, err := job.Build(cfg.Job, cfg.Params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs := map[string]source.Source{}
-	for n, spec := range cfg.Inputs {
-		s, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		srcs[n] = s
-	}
-	res, err := oracle.Evaluate(context.Background(), j, srcs, memory.NewGoAllocator())
-	if err != nil {
-		t.Fatalf("oracle: %v", err)
-	}
-	oracleCache.Store(key, res)
-	return res
 }
 
 // checkOutput: the resolved output equals the oracle's.

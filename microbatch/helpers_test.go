@@ -6,24 +6,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/parquet-go/parquet-go"
-	"go.uber.org/goleak"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
-	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
 var (
@@ -32,34 +26,13 @@ var (
 	flagDisk      = flag.Bool("mb.disk", false, "put test storage and outputs on the default temp dir even when a RAM disk exists")
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { runtest.Main(m) }
 
-// fastDir returns a fresh directory for storage or output. Every Put and
-// sink flush fsyncs; on this project's CI disk that costs milliseconds, so
-// the suite uses a RAM-backed directory when there is one. Crash semantics
-// do not depend on the medium: a crash here is the loss of memory, not of
-// the machine.
+// fastDir returns a fresh directory for storage or output, on a RAM disk
+// unless -mb.disk is set.
 func fastDir(t testing.TB) string {
 	t.Helper()
-	if !*flagDisk {
-		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-			if d, err := os.MkdirTemp("/dev/shm", "rewind-mb-"); err == nil {
-				t.Cleanup(func() { _ = os.RemoveAll(d) })
-				return d
-			}
-		}
-	}
-	return t.TempDir()
+	return runtest.FastDir(t, "rewind-mb-", *flagDisk)
 }
 
 // defaultInputs are small inputs per job, so the whole matrix stays fast.
@@ -162,140 +135,19 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if err != nil {
 		t.Fatalf("resolving output: %v", err)
 	}
-	o.want = oracleResult(t, cfg)
+	o.want = runtest.Oracle(t, cfg)
 	return o
 }
 
-var oracleCache sync.Map // config key -> *oracle.Result
-
-func oracleResult(t testing.TB, cfg run.Config) *oracle.Result {
-	t.Helper()
-	key := fmt.Sprintf("%s|%v|%v", cfg.Job, cfg.Params, cfg.Inputs)
-	if r, ok := oracleCache.Load(key); ok {
-		return r.(*oracle.Result)
-	}
-	j, err := job.Build(cfg.Job, cfg.Params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs := map[string]source.Source{}
-	for n, spec := range cfg.Inputs {
-		s, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		srcs[n] = s
-	}
-	res, err := oracle.Evaluate(context.Background(), j, srcs, memory.NewGoAllocator())
-	if err != nil {
-		t.Fatalf("oracle: %v", err)
-	}
-	oracleCache.Store(key, res)
-	return res
-}
-
-// check judges an outcome: the resolved output equals the oracle's, the
-// idempotent and transactional sinks show no duplicate, and the summary's
-// duplicate count is what an independent reader counts.
+// check judges an outcome with runtest.CheckOutput: the resolved output
+// equals the oracle's, the idempotent and transactional sinks show no
+// duplicate, and the summary's duplicate count is what an independent
+// reader counts. No visible row conflicts with another either: a replayed
+// batch reads the offsets it recorded, so it emits what it emitted before.
 func (o *outcome) check(t testing.TB, what string) {
 	t.Helper()
-	if o.err != nil {
-		t.Fatalf("%s: run failed: %v", what, o.err)
+	runtest.CheckOutput(t, what, runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want})
+	if o.stats.ConflictingRows != 0 {
+		t.Fatalf("%s: %d visible rows share write key and _version with a different row", what, o.stats.ConflictingRows)
 	}
-	if d := o.table.Diff(o.want.Table, 10); d != "" {
-		t.Fatalf("%s: resolved output differs from the oracle: %s", what, d)
-	}
-	mode := o.env.Config.SinkMode
-	if mode != sink.Append && o.stats.DuplicateRows != 0 {
-		t.Fatalf("%s: %s sink shows %d duplicate rows", what, mode, o.stats.DuplicateRows)
-	}
-	if o.summary.SinkDuplicateRows != o.stats.DuplicateRows {
-		t.Fatalf("%s: summary reports %d duplicates, an independent read of the output counts %d", what, o.summary.SinkDuplicateRows, o.stats.DuplicateRows)
-	}
-	if n := independentDuplicates(t, o.env.Config.Output, o.env.Job.Output); n != o.stats.DuplicateRows {
-		t.Fatalf("%s: summary reports %d duplicates, counting visible files one by one finds %d", what, o.stats.DuplicateRows, n)
-	}
-	if o.summary.LostRecords != 0 {
-		t.Fatalf("%s: %d records lost from a re-readable source", what, o.summary.LostRecords)
-	}
-	if o.summary.LateRows != o.want.LateRows {
-		t.Fatalf("%s: %d late rows, the oracle has %d", what, o.summary.LateRows, o.want.LateRows)
-	}
-}
-
-// independentDuplicates counts extra copies of (write key, _version)
-// among visible rows with its own Parquet reader, sharing no code with
-// sink.Resolve.
-func independentDuplicates(t testing.TB, dir string, layout sink.Layout) int64 {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	var dups int64
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, "_") || strings.HasPrefix(n, ".") || e.IsDir() {
-			continue
-		}
-		if !strings.HasSuffix(n, ".parquet") {
-			t.Fatalf("visible file %s is not Parquet", n)
-		}
-		f, err := os.Open(filepath.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pf, err := parquet.OpenFile(f, fi.Size())
-		if err != nil {
-			t.Fatalf("%s: %v", n, err)
-		}
-		var want []int
-		for _, k := range append(slices.Clone(layout.WriteKey), sink.VersionColumn) {
-			idx := -1
-			for i, path := range pf.Schema().Columns() {
-				if len(path) == 1 && path[0] == k {
-					idx = i
-				}
-			}
-			if idx < 0 {
-				t.Fatalf("%s has no column %s", n, k)
-			}
-			want = append(want, idx)
-		}
-		r := parquet.NewReader(pf)
-		rows := make([]parquet.Row, 256)
-		for {
-			k, err := r.ReadRows(rows)
-			for _, row := range rows[:k] {
-				var b strings.Builder
-				for _, ci := range want {
-					for _, v := range row {
-						if v.Column() == ci {
-							fmt.Fprintf(&b, "%d,", v.Int64())
-						}
-					}
-				}
-				key := b.String()
-				if seen[key] > 0 {
-					dups++
-				}
-				seen[key]++
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", n, err)
-			}
-		}
-		_ = r.Close()
-		_ = f.Close()
-	}
-	return dups
 }

@@ -2,35 +2,18 @@ package microbatch
 
 import (
 	"fmt"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
-	"github.com/rewind-engine/rewind/dataflow/storage"
 )
-
-// s3URL returns an S3 storage location on $REWIND_S3_ENDPOINT (the
-// Makefile's test target starts a server), or skips. With
-// REWIND_REQUIRE_S3=1 a missing endpoint fails instead, as in
-// dataflow/storage.
-func s3URL(t *testing.T) string {
-	t.Helper()
-	if os.Getenv(storage.EnvS3Endpoint) == "" {
-		if os.Getenv("REWIND_REQUIRE_S3") == "1" {
-			t.Fatalf("REWIND_REQUIRE_S3=1 but %s is not set", storage.EnvS3Endpoint)
-		}
-		t.Skipf("%s not set: no S3 service to test against", storage.EnvS3Endpoint)
-	}
-	return fmt.Sprintf("s3://rewind-microbatch-test/%s-%d", t.Name(), time.Now().UnixNano())
-}
 
 // TestS3Storage runs crash scenarios with durable storage on S3: a
 // coordinator crash in the middle of the state write, a lost worker, a
 // crash after the commit with a transactional sink, and retention.
 func TestS3Storage(t *testing.T) {
-	url := s3URL(t)
+	url := runtest.S3URL(t, "rewind-microbatch-test")
 	for i, c := range []struct {
 		job   string
 		mode  sink.Mode

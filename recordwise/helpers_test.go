@@ -1,7 +1,6 @@
 package recordwise
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -9,21 +8,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"go.uber.org/goleak"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
-	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -34,32 +29,13 @@ var (
 	flagVerbose   = flag.Bool("rw.v", false, "print progress events of the runs")
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines leaked after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { runtest.Main(m) }
 
 // fastDir returns a fresh directory for storage or output, on a RAM disk
-// when there is one: every Put and sink flush fsyncs. A crash here is the
-// loss of memory, not of the machine, so the medium changes nothing.
+// unless -rw.disk is set.
 func fastDir(t testing.TB) string {
 	t.Helper()
-	if !*flagDisk {
-		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-			if d, err := os.MkdirTemp("/dev/shm", "rewind-rw-"); err == nil {
-				t.Cleanup(func() { _ = os.RemoveAll(d) })
-				return d
-			}
-		}
-	}
-	return t.TempDir()
+	return runtest.FastDir(t, "rewind-rw-", *flagDisk)
 }
 
 // jobs are the built-in jobs, modes the barrier settings, sinks the
@@ -248,7 +224,7 @@ func (sc *scenario) execute(t testing.TB) *result {
 		t.Fatalf("%s: resolving output: %v", sc, err)
 	}
 	if !sc.noOracle {
-		o.want = oracleResult(t, cfg)
+		o.want = runtest.Oracle(t, cfg)
 	}
 	return o
 }
@@ -259,154 +235,16 @@ func (sc *scenario) executeRaw(t testing.TB) *result {
 	return sc.execute(t)
 }
 
-var oracleCache sync.Map // config key -> *oracle.Result
-
-func oracleResult(t testing.TB, cfg run.Config) *oracle.Result {
-	t.Helper()
-	key := fmt.Sprintf("%s|%v|%v", cfg.Job, cfg.Params, cfg.Inputs)
-	if r, ok := oracleCache.Load(key); ok {
-		return r.(*oracle.Result)
-	}
-	j, err := job.Build(cfg.Job, cfg.Params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs := map[string]source.Source{}
-	for n, spec := range cfg.Inputs {
-		// The oracle reads the same records without pacing.
-		if i := strings.Index(spec, ",rate="); i >= 0 {
-			rest := spec[i+len(",rate="):]
-			if j := strings.IndexByte(rest, ','); j >= 0 {
-				spec = spec[:i] + rest[j:]
-			} else {
-				spec = spec[:i]
-			}
-		}
-		s, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		srcs[n] = s
-	}
-	res, err := oracle.Evaluate(context.Background(), j, srcs, memory.NewGoAllocator())
-	if err != nil {
-		t.Fatalf("oracle: %v", err)
-	}
-	oracleCache.Store(key, res)
-	return res
-}
-
-// check judges an result: the resolved output equals the oracle's, the
-// idempotent and transactional sinks show no duplicate, and the duplicate
-// count of the summary is what an independent reader counts.
+// check judges a result with runtest.CheckOutput (the resolved output
+// equals the oracle's, the idempotent and transactional sinks show no
+// duplicate or conflicting row, and the summary's counts are what resolving
+// and an independent reader count), and every crash was recovered from.
 func (o *result) check(t testing.TB, what string) {
 	t.Helper()
-	if o.err != nil {
-		t.Fatalf("%s: run failed: %v", what, o.err)
-	}
-	if d := o.table.Diff(o.want.Table, 10); d != "" {
-		t.Fatalf("%s: resolved output differs from the oracle: %s", what, d)
-	}
-	mode := o.env.Config.SinkMode
-	if mode != sink.Append && o.stats.DuplicateRows != 0 {
-		t.Fatalf("%s: %s sink shows %d duplicate rows", what, mode, o.stats.DuplicateRows)
-	}
-	if o.summary.SinkDuplicateRows != o.stats.DuplicateRows {
-		t.Fatalf("%s: summary reports %d duplicates, resolving the output counts %d", what, o.summary.SinkDuplicateRows, o.stats.DuplicateRows)
-	}
-	if o.summary.SinkConflictingRows != o.stats.ConflictingRows {
-		t.Fatalf("%s: summary reports %d conflicting rows, resolving the output counts %d", what, o.summary.SinkConflictingRows, o.stats.ConflictingRows)
-	}
-	if mode != sink.Append && o.stats.ConflictingRows != 0 {
-		t.Fatalf("%s: %s sink shows %d conflicting rows", what, mode, o.stats.ConflictingRows)
-	}
-	if o.env.Config.OutputFormat == sink.CSV {
-		dups, conflicts := independentDuplicates(t, o.env.Config.Output, o.env.Job.Output)
-		if dups != o.stats.DuplicateRows || conflicts != o.stats.ConflictingRows {
-			t.Fatalf("%s: resolving reports %d duplicates and %d conflicting rows, counting visible files one by one finds %d and %d",
-				what, o.stats.DuplicateRows, o.stats.ConflictingRows, dups, conflicts)
-		}
-	}
-	if o.summary.LostRecords != 0 {
-		t.Fatalf("%s: %d records lost from a re-readable source", what, o.summary.LostRecords)
-	}
-	if o.summary.LateRows != o.want.LateRows {
-		t.Fatalf("%s: %d late rows, the oracle has %d", what, o.summary.LateRows, o.want.LateRows)
-	}
+	runtest.CheckOutput(t, what, runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want})
 	if o.summary.Crashes != len(o.summary.Recoveries) {
 		t.Fatalf("%s: %d crashes but %d recoveries", what, o.summary.Crashes, len(o.summary.Recoveries))
 	}
-}
-
-// independentDuplicates counts, among visible CSV rows, the extra copies of
-// identical rows and the rows that share write key and _version with an
-// earlier row but differ from it, with its own reader, sharing no code with
-// sink.Resolve.
-func independentDuplicates(t testing.TB, dir string, layout sink.Layout) (dups, conflicts int64) {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]string{}
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, "_") || strings.HasPrefix(n, ".") || e.IsDir() {
-			continue
-		}
-		if !strings.HasSuffix(n, ".csv") {
-			t.Fatalf("visible file %s is not CSV", n)
-		}
-		f, err := os.Open(filepath.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		var idx []int
-		colIdx := map[string]int{}
-		for sc.Scan() {
-			fields := strings.Split(sc.Text(), ",")
-			if idx == nil {
-				for i, c := range fields {
-					colIdx[c] = i
-				}
-				for _, k := range append(slices.Clone(layout.WriteKey), sink.VersionColumn) {
-					i := slices.Index(fields, k)
-					if i < 0 {
-						t.Fatalf("%s has no column %s", n, k)
-					}
-					idx = append(idx, i)
-				}
-				continue
-			}
-			var b strings.Builder
-			for _, i := range idx {
-				b.WriteString(fields[i])
-				b.WriteByte(',')
-			}
-			key := b.String()
-			// The whole row in layout column order, so files with another
-			// column order compare equal.
-			var whole strings.Builder
-			for _, c := range sink.ColumnNames(layout.Schema) {
-				whole.WriteString(fields[colIdx[c]])
-				whole.WriteByte(',')
-			}
-			if first, ok := seen[key]; !ok {
-				seen[key] = whole.String()
-			} else if first == whole.String() {
-				dups++
-			} else {
-				conflicts++
-			}
-		}
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
-		}
-		_ = f.Close()
-	}
-	return dups, conflicts
 }
 
 // countingAlloc is the Go allocator without the checked allocator's
