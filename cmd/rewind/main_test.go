@@ -140,7 +140,7 @@ func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 		"must be positive":        {"run", "--trigger", "0s"},
 		"text, json":              {"run", "--summary", "yaml"},
 		"after-records":           {"run", "--executor", "microbatch", "--fail", "worker=1"},
-		"failure-free":            {"run", "--fail", "worker=0,after-records=5"},
+		"failure-free":            {"run", "--executor", "reference", "--fail", "worker=0,after-records=5"},
 		"NAME=SPEC":               {"run", "--job", "join", "--input", "gen:records=5"},
 		"also needs payments":     {"run", "--job", "join", "--input", "orders=gen:records=5"},
 		"has no input":            {"run", "--input", "left=gen:records=5"},
@@ -232,7 +232,7 @@ func referenceOutput(t *testing.T, j *job.Job, inputs []string) *sink.Table {
 
 func TestNonEmptyOutputNeedsOverwrite(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "o")
-	args := []string{"run", "--job", "etl", "--input", "gen:records=100", "--output", out}
+	args := []string{"run", "--job", "etl", "--input", "gen:records=100", "--output", out, "--storage", t.TempDir()}
 	if code, _, stderr := rewind(t, args...); code != 0 {
 		t.Fatalf("first run: exit %d: %s", code, stderr)
 	}
@@ -264,7 +264,7 @@ func TestBadStorageAndInputsAreClearErrorsNotPanics(t *testing.T) {
 		{[]string{"run", "--executor", "microbatch", "--storage", "s3://", "--output", out()}, exitUsage, "no bucket"},
 		{[]string{"run", "--storage", "ftp://x", "--output", out()}, exitUsage, "unsupported scheme"},
 		{[]string{"run", "--executor", "diskphase", "--storage", aFile, "--output", out()}, exitUsage, "not a directory"},
-		{[]string{"run", "--input", "gen:records=0", "--output", out()}, exitUsage, "bounded"},
+		{[]string{"run", "--executor", "reference", "--input", "gen:records=0", "--output", out()}, exitUsage, "bounded"},
 		{[]string{"run", "--input", "file:" + badCSV, "--output", out()}, exitUsage, "header"},
 		{[]string{"run", "--input", "file:" + filepath.Join(dir, "missing.csv"), "--output", out()}, exitUsage, "missing.csv"},
 		{[]string{"inspect", "--storage", filepath.Join(dir, "nope", "deeper")}, exitUsage, "no such file"},

@@ -76,7 +76,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, stdout, stderr) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.executor, "executor", "reference", "recovery model: "+strings.Join(executorNames(), ", "))
+	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
 	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N or point=NAME[,occurrence=K] (repeatable)")
