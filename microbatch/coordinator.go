@@ -698,16 +698,7 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if _, err := c.drain(); err != nil { // nothing is in flight by now
 		return nil, err
 	}
-	select {
-	case <-c.deathCh: // this rebuild handles the notified deaths
-	default:
-	}
-	hw, _, _, _ := c.status()
-	c.recMu.Lock()
-	for _, rec := range c.pendingRecoveries {
-		c.met.setHighWater(rec, hw)
-	}
-	c.recMu.Unlock()
+	c.takeDeaths()
 	var need []int
 	for _, w := range c.workers {
 		if w.killed.Load() {
@@ -1455,4 +1446,20 @@ func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
 		c.startReaders(ctx, w)
 	}
 	return nil
+}
+
+// takeDeaths consumes the death notification the repair under way handles
+// and records, for the bill of each crash pending, how far the readers had
+// read (what the recovery will read again).
+func (c *coordinator) takeDeaths() {
+	select {
+	case <-c.deathCh:
+	default:
+	}
+	hw, _, _, _ := c.status()
+	c.recMu.Lock()
+	for _, rec := range c.pendingRecoveries {
+		c.met.setHighWater(rec, hw)
+	}
+	c.recMu.Unlock()
 }

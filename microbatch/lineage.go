@@ -230,16 +230,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 		c.met.note(fmt.Sprintf("lineage: batch %d lost every worker, so nobody could rebuild its pieces; the batch was re-run", c.cur.Batch))
 		return false, c.noteRerun(done)
 	}
-	select {
-	case <-c.deathCh: // this round handles the notified deaths
-	default:
-	}
-	hw, _, _, _ := c.status()
-	c.recMu.Lock()
-	for _, rec := range c.pendingRecoveries {
-		c.met.setHighWater(rec, hw)
-	}
-	c.recMu.Unlock()
+	c.takeDeaths()
 
 	// 1. Everything the dead workers held is dropped.
 	bd := se.bd

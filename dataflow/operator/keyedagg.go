@@ -243,7 +243,8 @@ rows:
 }
 
 // processBranchFree is processBranchy recording first changes without a
-// branch.
+// branch. The two loops are kept as copies on purpose: one loop choosing
+// by a flag made the compiler spill the hash and cost more than either.
 func (a *keyedAgg) processBranchFree(keys, vals []int64) (int, int) {
 	vals = vals[:len(keys)]
 	changed := a.changed[a.nChanged : a.nChanged+len(keys)]
