@@ -159,8 +159,7 @@ func (r *Report) Failed() bool {
 func Run(ctx context.Context, p Plan) (*Report, error) {
 	rep := &Report{Job: p.Config.Job, Inputs: p.Config.Inputs, SinkMode: string(p.Config.SinkMode),
 		Started: time.Now().UTC(), CPUs: runtime.GOMAXPROCS(0)}
-	j, err := job.Build(p.Config.Job, p.Config.Params)
-	if err != nil {
+	if _, err := job.Build(p.Config.Job, p.Config.Params); err != nil {
 		return nil, err
 	}
 	total := len(p.Contestants)
@@ -189,13 +188,9 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	say("bench: reference run of %s", p.Config.Job)
 	refCfg := p.Config
 	refCfg.Executor, refCfg.Output = "reference", filepath.Join(p.Scratch, "reference")
-	ref, _, err := p.runOnce(ctx, refCfg, false)
+	ref, want, err := p.runOnce(ctx, refCfg, false)
 	if err != nil {
 		return nil, fmt.Errorf("reference run: %w", err)
-	}
-	want, _, err := sink.Resolve(refCfg.Output, j.Output)
-	if err != nil {
-		return nil, fmt.Errorf("reading the reference output: %w", err)
 	}
 	rep.Reference = ref
 
@@ -209,17 +204,14 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 
 	for _, c := range p.Contestants {
 		res := Result{Contestant: c.Name()}
-		runs := []struct {
+		type benchRun struct {
 			kind  string
 			fails []fault.Spec
 			out   **Outcome
-		}{{"crash-free", nil, &res.Clean}}
+		}
+		runs := []benchRun{{"crash-free", nil, &res.Clean}}
 		if !p.Faults.None {
-			runs = append(runs, struct {
-				kind  string
-				fails []fault.Spec
-				out   **Outcome
-			}{"with crash", specs, &res.Crash})
+			runs = append(runs, benchRun{"with crash", specs, &res.Crash})
 		}
 		for _, r := range runs {
 			step++
