@@ -299,11 +299,7 @@ func (o *joinOp) AdvanceWatermark(wm int64, out Emitter) error {
 
 // Flush emits nothing: matches are emitted as soon as they are found.
 func (o *joinOp) Flush(out Emitter) error {
-	if err := o.life.checkRunning("join: flush"); err != nil {
-		return err
-	}
-	o.life.unflushed = false
-	return nil
+	return o.life.flush("join: flush")
 }
 
 // Snapshot returns one batch per key group with buffered rows: keys

@@ -262,11 +262,7 @@ func (o *winAgg) AdvanceWatermark(wm int64, out Emitter) error {
 
 // Flush emits nothing: windows are emitted only when they fire.
 func (o *winAgg) Flush(out Emitter) error {
-	if err := o.life.checkRunning("window: flush"); err != nil {
-		return err
-	}
-	o.life.unflushed = false
-	return nil
+	return o.life.flush("window: flush")
 }
 
 // Snapshot returns one batch per key group with open windows, rows ordered

@@ -267,6 +267,17 @@ func (l *winLifecycle) checkRunning(op string) error {
 	return nil
 }
 
+// flush checks that op may flush now and records that it did. The window
+// and join operators emit nothing on Flush: their output comes from timers
+// and matches.
+func (l *winLifecycle) flush(op string) error {
+	if err := l.checkRunning(op); err != nil {
+		return err
+	}
+	l.unflushed = false
+	return nil
+}
+
 func (l *winLifecycle) open(ctx Context) error {
 	if l.opened {
 		return fmt.Errorf("open: operator is already open")

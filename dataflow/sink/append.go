@@ -3,7 +3,6 @@ package sink
 import (
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"sync"
 )
@@ -68,11 +67,10 @@ func (w *appendWriter) Flush(int64) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	_, bufs := w.take(math.MaxInt64)
-	if len(bufs) == 0 {
+	chunks, release, ok := w.takeAll()
+	if !ok {
 		return nil
 	}
-	chunks, release := finishAll(bufs)
 	defer release()
 	dir := w.sink.dir
 	ext := extOf(w.sink.format)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -204,11 +203,10 @@ func (w *idempotentWriter) Flush(int64) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	_, bufs := w.take(math.MaxInt64)
-	if len(bufs) == 0 {
+	chunks, release, ok := w.takeAll()
+	if !ok {
 		return nil
 	}
-	chunks, release := finishAll(bufs)
 	defer release()
 	sh := w.sink.shape
 	ncols := len(sh.cols)

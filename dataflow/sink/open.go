@@ -2,6 +2,7 @@ package sink
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -286,6 +287,18 @@ func (w *writerBase) take(upTo int64) (epochs []int64, bufs []*rowBuf) {
 		delete(w.bufs, e)
 	}
 	return epochs, bufs
+}
+
+// takeAll removes every buffered epoch and returns its rows as column
+// chunks, for the sinks that flush regardless of epoch; release frees them.
+// ok is false when nothing was buffered.
+func (w *writerBase) takeAll() (chunks [][][]int64, release func(), ok bool) {
+	_, bufs := w.take(math.MaxInt64)
+	if len(bufs) == 0 {
+		return nil, nil, false
+	}
+	chunks, release = finishAll(bufs)
+	return chunks, release, true
 }
 
 // dropLocked releases every buffered row: what a killed worker loses.
