@@ -2,8 +2,6 @@ package diskphase
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,13 +41,6 @@ func (Executor) FailPoints() []string { return append([]string(nil), failPoints.
 
 // Workers implements run.Executor: one worker per reduce partition.
 func (Executor) Workers(cfg run.Config) int { return max(cfg.Parallelism, 1) }
-
-// NewRunID returns a fresh run id.
-func NewRunID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
-}
 
 // Run implements run.Executor.
 func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
@@ -111,7 +102,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 	}
 	runID := e.RunID
 	if runID == "" {
-		runID = NewRunID()
+		runID = run.NewRunID()
 	}
 	if runID == "" || strings.ContainsAny(runID, "/\\ ") || strings.HasPrefix(runID, ".") {
 		return nil, fmt.Errorf("run id %q: use letters, digits, '-' and '_'", runID)

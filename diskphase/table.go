@@ -153,6 +153,30 @@ type encodeOptions struct {
 	encoder encoder
 }
 
+// midWriteHook calls encodeOptions.midWrite exactly once: when progress
+// first reaches the threshold, or at the end if it never does.
+type midWriteHook struct {
+	fn        func() error
+	threshold int64
+}
+
+func (o encodeOptions) midWriteAt(threshold int64) *midWriteHook {
+	return &midWriteHook{fn: o.midWrite, threshold: threshold}
+}
+
+// progress reports how far the encoder has come.
+func (h *midWriteHook) progress(done int64) error {
+	if h.fn == nil || done < h.threshold {
+		return nil
+	}
+	fn := h.fn
+	h.fn = nil
+	return fn()
+}
+
+// end calls the hook if progress never reached the threshold.
+func (h *midWriteHook) end() error { return h.progress(h.threshold) }
+
 // checkNames rejects column names a struct tag cannot carry.
 func checkNames(names []string) error {
 	seen := map[string]bool{}
@@ -240,8 +264,7 @@ func encodeGeneric[T any](w io.Writer, names []string, cols [][]int64, base []pa
 	if len(rows) > 0 {
 		flat = unsafe.Slice((*int64)(unsafe.Pointer(&rows[0])), len(rows)*ncols)
 	}
-	half := n / 2
-	called := opt.midWrite == nil
+	mid := opt.midWriteAt(int64(n / 2))
 	for off := 0; off < n; {
 		m := min(n-off, len(rows))
 		for c, col := range cols {
@@ -254,17 +277,12 @@ func encodeGeneric[T any](w io.Writer, names []string, cols [][]int64, base []pa
 			return fmt.Errorf("encoding table: %w", err)
 		}
 		off += m
-		if !called && off >= half {
-			called = true
-			if err := opt.midWrite(); err != nil {
-				return err
-			}
-		}
-	}
-	if !called {
-		if err := opt.midWrite(); err != nil {
+		if err := mid.progress(int64(off)); err != nil {
 			return err
 		}
+	}
+	if err := mid.end(); err != nil {
+		return err
 	}
 	if err := pw.Close(); err != nil {
 		return fmt.Errorf("encoding table: closing: %w", err)
@@ -294,7 +312,7 @@ func encodeColumnBuffers(w io.Writer, names []string, cols [][]int64, base []par
 	pw := parquet.NewWriter(w, opts...)
 	n := len(cols[0])
 	buf := parquet.NewBuffer(schema)
-	called := opt.midWrite == nil
+	mid := opt.midWriteAt(1) // after the first row group
 	for off := 0; off < n; {
 		m := min(n-off, rowGroupRows)
 		buf.Reset()
@@ -311,17 +329,12 @@ func encodeColumnBuffers(w io.Writer, names []string, cols [][]int64, base []par
 			return fmt.Errorf("encoding table: %w", err)
 		}
 		off += m
-		if !called {
-			called = true
-			if err := opt.midWrite(); err != nil {
-				return err
-			}
-		}
-	}
-	if !called {
-		if err := opt.midWrite(); err != nil {
+		if err := mid.progress(int64(off)); err != nil {
 			return err
 		}
+	}
+	if err := mid.end(); err != nil {
+		return err
 	}
 	if err := pw.Close(); err != nil {
 		return fmt.Errorf("encoding table: closing: %w", err)

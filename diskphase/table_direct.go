@@ -70,8 +70,7 @@ func encodeDirect(w io.Writer, names []string, cols [][]int64, codec compress.Co
 	compressed := codec.CompressionCodec() != format.Uncompressed
 	// midWrite comes once half of all values have been written (at the
 	// end for an empty table).
-	half, written := int64(n)*int64(len(cols))/2, int64(0)
-	called := opt.midWrite == nil
+	mid, written := opt.midWriteAt(int64(n)*int64(len(cols))/2), int64(0)
 	var groups []format.RowGroup
 	for start := 0; start < n; start += rowGroupRows {
 		end := min(start+rowGroupRows, n)
@@ -85,19 +84,14 @@ func encodeDirect(w io.Writer, names []string, cols [][]int64, codec compress.Co
 			rg.TotalByteSize += cc.MetaData.TotalUncompressedSize
 			rg.TotalCompressedSize += cc.MetaData.TotalCompressedSize
 			written += int64(end - start)
-			if !called && written >= half {
-				called = true
-				if err := opt.midWrite(); err != nil {
-					return err
-				}
+			if err := mid.progress(written); err != nil {
+				return err
 			}
 		}
 		groups = append(groups, rg)
 	}
-	if !called {
-		if err := opt.midWrite(); err != nil {
-			return err
-		}
+	if err := mid.end(); err != nil {
+		return err
 	}
 	schema := make([]format.SchemaElement, 0, len(names)+1)
 	schema = append(schema, format.SchemaElement{Name: "schema", NumChildren: thrift.New(int32(len(names)))})

@@ -2,8 +2,6 @@ package microbatch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -165,13 +163,6 @@ func (Executor) FailPoints() []string { return append([]string(nil), failPoints.
 // Workers implements run.Executor.
 func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
 
-// NewRunID returns a fresh run id: a UTC timestamp and random hex.
-func NewRunID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
-}
-
 // Run implements run.Executor. It plays the part of the cluster manager:
 // it starts a coordinator, and when that coordinator crashes it tears down
 // everything the coordinator and its workers held and starts a brand-new
@@ -187,7 +178,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	}
 	runID := e.RunID
 	if runID == "" {
-		runID = NewRunID()
+		runID = run.NewRunID()
 	}
 	if !validStageID(runID) {
 		return nil, fmt.Errorf("microbatch: run id %q: use letters, digits, _ and - only", runID)

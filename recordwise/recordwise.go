@@ -2,8 +2,6 @@ package recordwise
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -101,13 +99,6 @@ func (Executor) FailPoints() []string { return append([]string(nil), failPoints.
 // Workers implements run.Executor: worker w runs subtask w of every stage.
 func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
 
-// NewRunID returns a fresh run id: a UTC timestamp and random hex.
-func NewRunID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
-}
-
 // Run implements run.Executor.
 func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	s, _, err := e.RunReport(ctx, env)
@@ -150,7 +141,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 	}
 	runID := e.RunID
 	if runID == "" {
-		runID = NewRunID()
+		runID = run.NewRunID()
 	}
 	if !validName(runID) {
 		return nil, nil, fmt.Errorf("recordwise: run id %q: use letters, digits, '.', '_' and '-' only", runID)

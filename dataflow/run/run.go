@@ -5,6 +5,8 @@ package run
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"time"
@@ -108,4 +110,12 @@ type Executor interface {
 	// cancelled for an endless one), surviving the injected crashes, and
 	// returns its summary. Run does not call Sink.Finish; the caller does.
 	Run(ctx context.Context, env *Env) (*Summary, error)
+}
+
+// NewRunID returns a fresh run id, the namespace of one run in durable
+// storage: a UTC timestamp, so listings sort by start, and random hex.
+func NewRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 }
