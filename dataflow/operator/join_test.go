@@ -321,12 +321,7 @@ func TestJoinRestoreRejects(t *testing.T) {
 	}
 	one := keygroup.Range{Start: kg, End: kg + 1}
 	// side, key, id, value, ts, watermark
-	for _, tc := range []struct {
-		name  string
-		r     keygroup.Range
-		parts []operator.KeyGroupState
-		want  string
-	}{
+	winExpectRestoreRejects(t, mem, func() operator.Stateful { return newJoinOp(t, 5) }, []winRestoreCase{
 		{"outside range", one, []operator.KeyGroupState{state(other, []int64{0, k, 1, 1, 10, 0})}, "outside"},
 		{"wrong group", keygroup.All, []operator.KeyGroupState{state(other, []int64{0, k, 1, 1, 10, 0})}, "belongs to key group"},
 		{"twice", keygroup.All, []operator.KeyGroupState{state(kg, []int64{0, k, 1, 1, 10, 0}), state(kg, []int64{1, k, 2, 1, 10, 0})}, "twice"},
@@ -335,16 +330,7 @@ func TestJoinRestoreRejects(t *testing.T) {
 		{"order", keygroup.All, []operator.KeyGroupState{state(kg, []int64{0, k, 1, 1, 10, 0}, []int64{0, k, 2, 1, 9, 0})}, "ts order"},
 		{"watermarks differ", keygroup.All, []operator.KeyGroupState{state(kg, []int64{0, k, 1, 1, 10, 0}, []int64{1, k, 2, 1, 10, 1})}, "different watermarks"},
 		{"schema", keygroup.All, []operator.KeyGroupState{{KeyGroup: kg, Batch: winBatch(t, mem, winInSchema, [][]int64{{1, k, 1, 1}})}}, "schema"},
-	} {
-		op := newJoinOp(t, 5)
-		winOpen(t, op, mem, tc.r)
-		err := op.Restore(tc.parts)
-		operator.ReleaseStates(tc.parts)
-		op.Close()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: restore error %v, want one mentioning %q", tc.name, err, tc.want)
-		}
-	}
+	})
 
 	op = newJoinOp(t, 5)
 	defer op.Close()

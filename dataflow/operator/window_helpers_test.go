@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -568,4 +569,29 @@ func winFloorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// winRestoreCase is one state Restore must refuse: the key groups the
+// instance owns, the parts handed to it, a phrase the error must contain.
+type winRestoreCase struct {
+	name  string
+	r     keygroup.Range
+	parts []operator.KeyGroupState
+	want  string
+}
+
+// winExpectRestoreRejects restores each case's parts into a fresh instance
+// and checks that Restore refuses them with the expected error.
+func winExpectRestoreRejects(t *testing.T, mem memory.Allocator, newOp func() operator.Stateful, cases []winRestoreCase) {
+	t.Helper()
+	for _, tc := range cases {
+		op := newOp()
+		winOpen(t, op, mem, tc.r)
+		err := op.Restore(tc.parts)
+		operator.ReleaseStates(tc.parts)
+		op.Close()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: restore error %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
 }

@@ -352,12 +352,7 @@ func TestWindowRestoreRejects(t *testing.T) {
 		return operator.KeyGroupState{KeyGroup: kg, Batch: winBatch(t, mem, schema, rows)}
 	}
 	half := keygroup.Range{Start: kg, End: kg + 1}
-	for _, tc := range []struct {
-		name  string
-		r     keygroup.Range
-		parts []operator.KeyGroupState
-		want  string
-	}{
+	winExpectRestoreRejects(t, mem, func() operator.Stateful { return newWinOp(t, 10) }, []winRestoreCase{
 		{"outside range", half, []operator.KeyGroupState{state(other, []int64{k, 0, 1, 1, 0})}, "outside"},
 		{"wrong group", keygroup.All, []operator.KeyGroupState{state(other, []int64{k, 0, 1, 1, 0})}, "belongs to key group"},
 		{"twice", keygroup.All, []operator.KeyGroupState{state(kg, []int64{k, 0, 1, 1, 0}), state(kg, []int64{k, 10, 1, 1, 0})}, "twice"},
@@ -366,16 +361,7 @@ func TestWindowRestoreRejects(t *testing.T) {
 		{"not a start", keygroup.All, []operator.KeyGroupState{state(kg, []int64{k, 5, 1, 1, 0})}, "not a window start"},
 		{"watermarks differ", keygroup.All, []operator.KeyGroupState{state(kg, []int64{k, 0, 1, 1, 0}, []int64{k, 10, 1, 1, 1})}, "different watermarks"},
 		{"schema", keygroup.All, []operator.KeyGroupState{{KeyGroup: kg, Batch: winBatch(t, mem, winInSchema, [][]int64{{1, k, 1, 1}})}}, "schema"},
-	} {
-		op := newWinOp(t, 10)
-		winOpen(t, op, mem, tc.r)
-		err := op.Restore(tc.parts)
-		operator.ReleaseStates(tc.parts)
-		op.Close()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: restore error %v, want one mentioning %q", tc.name, err, tc.want)
-		}
-	}
+	})
 
 	// Restore after input is refused: the state would silently merge.
 	op = newWinOp(t, 10)
