@@ -56,12 +56,6 @@ type keyedAgg struct {
 	epoch    uint64
 	// predictable selects processFast's copy for the next batch.
 	predictable bool
-	// marks[kg] is the change epoch (see ChangeMark) in which key group kg
-	// last changed; changeEpoch is the current one. Flush sets them, from
-	// the changed list, so the hot loop does not: every changed key passes
-	// through Flush before a snapshot can be taken.
-	marks       [keygroup.Count]uint64
-	changeEpoch uint64
 }
 
 // kaggChange locates a changed key. Flush reads the entry straight from
@@ -87,7 +81,7 @@ func NewKeyedAgg(in *arrow.Schema, spec KeyedAggSpec) (Stateful, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyed aggregation sum: %w", err)
 	}
-	return &keyedAgg{keyCol: k, sumCol: s, alloc: memory.DefaultAllocator, epoch: 1, changeEpoch: 1}, nil
+	return &keyedAgg{keyCol: k, sumCol: s, alloc: memory.DefaultAllocator, epoch: 1}, nil
 }
 
 func (a *keyedAgg) OutputSchema() *arrow.Schema { return kaggOutSchema }
@@ -108,7 +102,6 @@ func (a *keyedAgg) Open(ctx Context) error {
 		t.grownIn = 0 // empty: no slot index to invalidate
 		a.tables[kg] = t
 	}
-	a.marks = [keygroup.Count]uint64{}
 	return nil
 }
 
@@ -363,7 +356,6 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 	sumArr, sv := AllocInt64(a.alloc, n)
 	kv, cv, sv = kv[:n], cv[:n], sv[:n]
 	for i, c := range chunk {
-		a.marks[c.kg] = a.changeEpoch
 		t := a.tables[c.kg]
 		var e *kaggEntry
 		if t.grownIn != a.epoch {
@@ -387,28 +379,11 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 // in slot order. It is a sequential scan of the tables, so it costs about
 // as much as reading the state's memory once.
 func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
-	kgs := make([]int, 0, a.owned.End-a.owned.Start)
-	for kg := a.owned.Start; kg < a.owned.End; kg++ {
-		kgs = append(kgs, kg)
-	}
-	return a.SnapshotKeyGroups(kgs)
-}
-
-// SnapshotKeyGroups implements ChangeTracker.
-func (a *keyedAgg) SnapshotKeyGroups(kgs []int) ([]KeyGroupState, error) {
 	if a.nChanged > 0 {
 		return nil, fmt.Errorf("keyed aggregation: snapshot with %d changed keys not flushed; call Flush first", a.nChanged)
 	}
-	for i, kg := range kgs {
-		if kg < 0 || kg >= keygroup.Count || a.tables[kg] == nil {
-			return nil, fmt.Errorf("keyed aggregation: snapshot of key group %d, not owned by this instance (owns [%d,%d))", kg, a.owned.Start, a.owned.End)
-		}
-		if i > 0 && kg <= kgs[i-1] {
-			return nil, fmt.Errorf("keyed aggregation: snapshot of key groups %v, want them ascending and once each", kgs)
-		}
-	}
 	var parts []KeyGroupState
-	for _, kg := range kgs {
+	for kg := a.owned.Start; kg < a.owned.End; kg++ {
 		t := a.tables[kg]
 		if t.n == 0 {
 			continue
@@ -425,25 +400,6 @@ func (a *keyedAgg) SnapshotKeyGroups(kgs []int) ([]KeyGroupState, error) {
 	return parts, nil
 }
 
-// ChangeMark implements ChangeTracker.
-func (a *keyedAgg) ChangeMark() uint64 {
-	m := a.changeEpoch
-	a.changeEpoch++
-	return m
-}
-
-// ChangedSince implements ChangeTracker. The aggregation's state only
-// grows, so no group ever becomes empty.
-func (a *keyedAgg) ChangedSince(mark uint64) []int {
-	var kgs []int
-	for kg := a.owned.Start; kg < a.owned.End; kg++ {
-		if a.marks[kg] > mark {
-			kgs = append(kgs, kg)
-		}
-	}
-	return kgs
-}
-
 // Restore loads key groups saved by Snapshot. Each key must hash to the key
 // group it is filed under and appear once; anything else means the state
 // does not belong to this operator and is rejected. After an error the
@@ -453,7 +409,6 @@ func (a *keyedAgg) Restore(parts []KeyGroupState) error {
 		if err := a.restorePart(p); err != nil {
 			return fmt.Errorf("keyed aggregation: restoring key group %d: %w", p.KeyGroup, err)
 		}
-		a.marks[p.KeyGroup] = a.changeEpoch
 	}
 	return nil
 }

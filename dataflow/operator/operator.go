@@ -140,30 +140,3 @@ type LateCounter interface {
 	// LateRows is the number of rows dropped as late since Open.
 	LateRows() int64
 }
-
-// ChangeTracker is implemented by Stateful operators that record in which
-// key groups their state changed, so an executor that writes only changed
-// key groups (deltas) need neither copy nor compare the unchanged ones.
-//
-// Use: after Flush, m := ChangeMark(), then SnapshotKeyGroups(
-// ChangedSince(prev)); once the version holding that state is durable, set
-// prev = m. If the write fails, keep prev: the next ChangedSince(prev)
-// reports those groups again. prev starts at 0, or at a ChangeMark taken
-// right after Restore when the restored groups need not be written again.
-type ChangeTracker interface {
-	// ChangeMark ends the current change epoch and returns it: changes
-	// made after the call are reported by ChangedSince(mark), changes made
-	// before are not.
-	ChangeMark() uint64
-	// ChangedSince returns, in ascending order, the owned key groups whose
-	// state changed after ChangeMark returned mark; for mark 0 every group
-	// changed since Open, restored groups included. Input counts as a
-	// change once the Flush after it has returned (snapshots are taken
-	// after Flush anyway). A group may be reported although its content is
-	// the same as before. A group whose state became empty is reported
-	// too; SnapshotKeyGroups then leaves it out.
-	ChangedSince(mark uint64) []int
-	// SnapshotKeyGroups is Snapshot restricted to the owned key groups kgs;
-	// empty ones are left out.
-	SnapshotKeyGroups(kgs []int) ([]KeyGroupState, error)
-}
