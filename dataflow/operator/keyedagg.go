@@ -44,9 +44,13 @@ type keyedAgg struct {
 	keyCol, sumCol int
 	alloc          memory.Allocator
 	owned          keygroup.Range
-	// tables[kg] is nil for key groups this instance does not own, so the
-	// hot loop's table load doubles as the ownership check.
+	// tables[kg] is nil for key groups this instance does not own.
 	tables [keygroup.Count]*kaggTable
+	// slots[kg] is tables[kg].slots, kept beside it so the hot loop reaches
+	// a key group's slots with one load instead of two dependent ones. It
+	// is empty exactly for key groups not owned, so its length doubles as
+	// the ownership check. syncSlots refreshes it after tables grow.
+	slots [keygroup.Count][]kaggEntry
 	// changed lists the keys changed since the last Flush, in order of
 	// first change. Only changed[:nChanged] is meaningful; the slice is kept
 	// long enough for a whole batch so the hot loop appends without a
@@ -102,7 +106,19 @@ func (a *keyedAgg) Open(ctx Context) error {
 		t.grownIn = 0 // empty: no slot index to invalidate
 		a.tables[kg] = t
 	}
+	a.syncSlots()
 	return nil
+}
+
+// syncSlots copies every table's slots into a.slots; call it after tables
+// grew (or were replaced).
+func (a *keyedAgg) syncSlots() {
+	for kg, t := range a.tables {
+		a.slots[kg] = nil
+		if t != nil {
+			a.slots[kg] = t.slots
+		}
+	}
 }
 
 func (a *keyedAgg) Process(port int, batch arrow.RecordBatch, _ Emitter) error {
@@ -148,11 +164,13 @@ func (a *keyedAgg) process(keys, vals []int64) error {
 		if len(keys) == 0 {
 			return nil
 		}
-		t := a.tables[keygroup.Of(keys[0])]
+		kg := keygroup.Of(keys[0])
+		t := a.tables[kg]
 		if t == nil {
 			return a.notOwned(keys[0])
 		}
 		t.grow(2*len(t.slots), a.epoch)
+		a.slots[kg] = t.slots
 	}
 }
 
@@ -192,18 +210,17 @@ func (a *keyedAgg) processBranchy(keys, vals []int64) (int, int) {
 	vals = vals[:len(keys)]
 	changed := a.changed[a.nChanged : a.nChanged+len(keys)]
 	nc := 0
-	tables := &a.tables
+	groups := &a.slots
 	done := len(keys)
 rows:
 	for i, k := range keys {
 		h := keygroup.Hash(k)
 		kg := keygroup.OfHash(h)
-		t := tables[kg]
-		if t == nil {
+		slots := groups[kg]
+		if len(slots) == 0 { // not owned
 			done = i
 			break
 		}
-		slots := t.slots
 		mask := uint64(len(slots) - 1)
 		x := h & mask
 		for {
@@ -212,6 +229,7 @@ rows:
 				break
 			}
 			if e.count == 0 {
+				t := a.tables[kg]
 				if t.n >= t.growAt {
 					done = i
 					break rows
@@ -242,18 +260,17 @@ func (a *keyedAgg) processBranchFree(keys, vals []int64) (int, int) {
 	vals = vals[:len(keys)]
 	changed := a.changed[a.nChanged : a.nChanged+len(keys)]
 	nc := 0
-	tables := &a.tables
+	groups := &a.slots
 	done := len(keys)
 rows:
 	for i, k := range keys {
 		h := keygroup.Hash(k)
 		kg := keygroup.OfHash(h)
-		t := tables[kg]
-		if t == nil {
+		slots := groups[kg]
+		if len(slots) == 0 { // not owned
 			done = i
 			break
 		}
-		slots := t.slots
 		mask := uint64(len(slots) - 1)
 		x := h & mask
 		for {
@@ -262,6 +279,7 @@ rows:
 				break
 			}
 			if e.count == 0 {
+				t := a.tables[kg]
 				if t.n >= t.growAt {
 					done = i
 					break rows
@@ -305,6 +323,7 @@ func (a *keyedAgg) processNullableSums(keys []int64, sums *array.Int64) error {
 		}
 		if t.n >= t.growAt {
 			t.grow(2*len(t.slots), a.epoch)
+			a.slots[kg] = t.slots
 		}
 		x := t.upsert(k, h)
 		e := &t.slots[x]
@@ -405,6 +424,7 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 // does not belong to this operator and is rejected. After an error the
 // instance must be discarded.
 func (a *keyedAgg) Restore(parts []KeyGroupState) error {
+	defer a.syncSlots() // restoring grows tables
 	for _, p := range parts {
 		if err := a.restorePart(p); err != nil {
 			return fmt.Errorf("keyed aggregation: restoring key group %d: %w", p.KeyGroup, err)
@@ -440,6 +460,7 @@ func (a *keyedAgg) restorePart(p KeyGroupState) error {
 
 func (a *keyedAgg) Close() error {
 	a.tables = [keygroup.Count]*kaggTable{}
+	a.slots = [keygroup.Count][]kaggEntry{}
 	a.changed, a.nChanged = nil, 0
 	return nil
 }
