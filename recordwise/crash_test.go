@@ -46,7 +46,20 @@ func TestWorkerKill(t *testing.T) {
 // point at least once over the settings.
 func TestNamedPoints(t *testing.T) {
 	n := 0
+	// A later occurrence may not come in one short run, but it must come in
+	// at least one of the settings, or the point is not tested past its
+	// first occurrence.
+	type count struct{ ran, fired int }
+	later := map[string]*count{}
+	defer func() {
+		for p, c := range later {
+			if c.ran > 0 && c.fired == 0 {
+				t.Errorf("%s: a later occurrence never fired in %d runs; lengthen the inputs", p, c.ran)
+			}
+		}
+	}()
 	for _, p := range failPoints {
+		later[p] = &count{}
 		for mi, m := range modes {
 			for _, occ := range []int{1, 3} {
 				j := jobs[(n+mi)%len(jobs)]
@@ -62,9 +75,16 @@ func TestNamedPoints(t *testing.T) {
 					}
 					o := sc.execute(t)
 					o.check(t, sc.String())
-					if pending := o.env.Faults.Pending(); len(pending) > 0 {
+					pending := o.env.Faults.Pending()
+					if occ > 1 {
+						later[p].ran++
+						if len(pending) == 0 {
+							later[p].fired++
+						}
+					}
+					if len(pending) > 0 {
 						if occ > 1 {
-							return // a short run may not get that far
+							return // a short run may not get that far; checked over all settings below
 						}
 						if p == PointDuringAlignment && (m.barriers == "unaligned" || j == "etl") {
 							return // unaligned checkpoints never align; etl has no task with several inputs
