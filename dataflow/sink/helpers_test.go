@@ -144,6 +144,58 @@ func must(t testing.TB, err error, what string) {
 	}
 }
 
+// fixture is the start most sink tests share: a checked allocator that
+// must end empty, the test layout and a fresh output directory. Its
+// methods fail the test on any error, so a test body reads as the sink
+// calls it makes and the checks it asserts. Tests that need randomness
+// call newRand themselves, before newFixture, so the seed is theirs to see.
+type fixture struct {
+	t      testing.TB
+	mem    *memory.CheckedAllocator
+	layout Layout
+	dir    string
+}
+
+func newFixture(t testing.TB) *fixture {
+	return &fixture{t: t, mem: newMem(t), layout: testLayout(), dir: t.TempDir()}
+}
+
+// open opens a sink over the fixture's directory.
+func (f *fixture) open(mode Mode, format Format) Sink {
+	f.t.Helper()
+	return openSink(f.t, f.dir, mode, format, f.layout, f.mem)
+}
+
+func (f *fixture) writer(s Sink, subtask, attempt int) Writer {
+	f.t.Helper()
+	w, err := s.Writer(subtask, attempt)
+	must(f.t, err, fmt.Sprintf("writer for subtask %d attempt %d", subtask, attempt))
+	return w
+}
+
+// write writes rows to w as one batch of epoch.
+func (f *fixture) write(w Writer, epoch int64, rows [][]int64) {
+	f.t.Helper()
+	write(f.t, f.mem, w, f.layout, epoch, rows)
+}
+
+// wantResolved fails the test unless the directory resolves to the
+// oracle's table for rows. It returns that table and the directory's
+// stats, for the checks that differ from test to test.
+func (f *fixture) wantResolved(rows [][]int64) (*Table, Stats) {
+	f.t.Helper()
+	got, st := resolve(f.t, f.dir, f.layout)
+	want, _ := oracle(f.t, f.layout, rows)
+	wantTable(f.t, got, want)
+	return want, st
+}
+
+// read reads the directory's visible files with independentRead.
+func (f *fixture) read() ([][]int64, int) {
+	f.t.Helper()
+	return independentRead(f.t, f.dir, f.layout)
+}
+
 func openSink(t testing.TB, dir string, mode Mode, format Format, layout Layout, mem memory.Allocator) Sink {
 	t.Helper()
 	s, err := Open(dir, mode, format, layout, mem)
@@ -331,17 +383,7 @@ func sameMultiset(a, b [][]int64) bool {
 
 func visibleNames(t testing.TB, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		if isVisible(e.Name()) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !isVisible(n) })
 }
 
 func dirNames(t testing.TB, dir string) []string {

@@ -22,10 +22,9 @@ func TestRoundTrip(t *testing.T) {
 		for _, format := range formats {
 			t.Run(fmt.Sprintf("%s/%s", mode, format), func(t *testing.T) {
 				r, _ := newRand(t)
-				mem := newMem(t)
-				layout := testLayout()
-				dir := filepath.Join(t.TempDir(), "out")
-				s := openSink(t, dir, mode, format, layout, mem)
+				f := newFixture(t)
+				f.dir = filepath.Join(f.dir, "out") // one Open has to create
+				s := f.open(mode, format)
 				defer s.Close()
 				if s.Mode() != mode {
 					t.Fatalf("Mode() = %s, want %s", s.Mode(), mode)
@@ -37,17 +36,15 @@ func TestRoundTrip(t *testing.T) {
 				g := newGen(r, 40, subtasks*epochs*100)
 				ws := make([]Writer, subtasks)
 				for i := range ws {
-					w, err := s.Writer(i, 0)
-					must(t, err, "writer")
-					ws[i] = w
+					ws[i] = f.writer(s, i, 0)
 				}
 				var all [][]int64
 				for e := int64(0); e < epochs; e++ {
 					for i, w := range ws {
 						// Two batches per epoch, one with permuted columns.
 						a, b := g.rows(1+r.IntN(60)), g.rows(r.IntN(40))
-						write(t, mem, w, layout, e, a)
-						bb := batchOf(t, mem, layout, b, []int{3, 2, 1, 0})
+						f.write(w, e, a)
+						bb := batchOf(t, f.mem, f.layout, b, []int{3, 2, 1, 0})
 						must(t, w.Write(e, bb), "write permuted")
 						bb.Release()
 						all = append(all, a...)
@@ -62,15 +59,13 @@ func TestRoundTrip(t *testing.T) {
 				must(t, s.Finish(), "finish")
 
 				// Temporary files are gone once every publish returned.
-				if debris := slices.DeleteFunc(dirNames(t, dir), func(n string) bool {
+				if debris := slices.DeleteFunc(dirNames(t, f.dir), func(n string) bool {
 					return isVisible(n) || n == StagingDir || n == IdempotentStore
 				}); len(debris) != 0 {
 					t.Errorf("hidden files left behind: %v", debris)
 				}
-				want, wantSt := oracle(t, layout, all)
-				got, st := resolve(t, dir, layout)
-				wantTable(t, got, want)
-				files, nfiles := independentRead(t, dir, layout)
+				want, st := f.wantResolved(all)
+				files, nfiles := f.read()
 				if st.Files != nfiles {
 					t.Errorf("Stats.Files = %d, independent count %d", st.Files, nfiles)
 				}
@@ -83,6 +78,7 @@ func TestRoundTrip(t *testing.T) {
 						t.Errorf("idempotent export holds other rows than the resolved table")
 					}
 				default:
+					_, wantSt := oracle(t, f.layout, all)
 					if !sameMultiset(files, all) {
 						t.Errorf("visible files hold %d rows that are not the %d written", len(files), len(all))
 					}
@@ -99,17 +95,15 @@ func TestRoundTrip(t *testing.T) {
 // columns in layout order as required int64, as seen by arrow-go, including
 // a file with no rows (an empty idempotent export).
 func TestParquetSchemaForArrow(t *testing.T) {
-	mem := newMem(t)
-	layout := testLayout()
-	dir := t.TempDir()
-	s := openSink(t, dir, Idempotent, Parquet, layout, mem)
+	f := newFixture(t)
+	s := f.open(Idempotent, Parquet)
 	must(t, s.Finish(), "finish empty")
 	must(t, s.Close(), "close")
-	rows, n := independentRead(t, dir, layout) // checks names, order, types
+	rows, n := f.read() // checks names, order, types
 	if n != 1 || len(rows) != 0 {
 		t.Fatalf("empty export: %d files, %d rows; want 1 file, 0 rows", n, len(rows))
 	}
-	got, st := resolve(t, dir, layout)
+	got, st := resolve(t, f.dir, f.layout)
 	if len(got.Rows) != 0 || st.Files != 1 {
 		t.Fatalf("empty export resolved to %d rows in %d files", len(got.Rows), st.Files)
 	}
@@ -119,25 +113,22 @@ func TestParquetSchemaForArrow(t *testing.T) {
 	parquetRowGroup = 7000 // not a multiple of parquetChunk, on purpose
 	defer func() { parquetRowGroup = old }()
 	r, _ := newRand(t)
-	dir = t.TempDir()
-	s = openSink(t, dir, Append, Parquet, layout, mem)
+	f.dir = t.TempDir() // a second sink, in a directory of its own
+	s = f.open(Append, Parquet)
 	defer s.Close()
-	w, err := s.Writer(0, 0)
-	must(t, err, "writer")
+	w := f.writer(s, 0, 0)
 	g := newGen(r, 1<<40, 3*parquetRowGroup+5000)
 	all := g.rows(3*parquetRowGroup + 5000)
 	for off := 0; off < len(all); off += 5000 {
-		write(t, mem, w, layout, 0, all[off:min(off+5000, len(all))])
+		f.write(w, 0, all[off:min(off+5000, len(all))])
 	}
 	must(t, w.Flush(0), "flush")
-	rows, _ = independentRead(t, dir, layout)
+	rows, _ = f.read()
 	if !sameMultiset(rows, all) {
 		t.Fatalf("arrow read %d rows, not the %d written", len(rows), len(all))
 	}
-	got, _ = resolve(t, dir, layout)
-	want, _ := oracle(t, layout, all)
-	wantTable(t, got, want)
-	if groups := parquetRowGroups(t, filepath.Join(dir, visibleNames(t, dir)[0])); groups != 4 {
+	f.wantResolved(all)
+	if groups := parquetRowGroups(t, filepath.Join(f.dir, visibleNames(t, f.dir)[0])); groups != 4 {
 		t.Errorf("file has %d row groups, want 4", groups)
 	}
 }
@@ -149,10 +140,8 @@ func TestAppendReplay(t *testing.T) {
 	for _, format := range formats {
 		t.Run(string(format), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
-			s := openSink(t, dir, Append, format, layout, mem)
+			f := newFixture(t)
+			s := f.open(Append, format)
 			defer s.Close()
 			g := newGen(r, 25, 1000)
 			byEpoch := [][][]int64{g.rows(80), g.rows(120), g.rows(90)}
@@ -161,30 +150,26 @@ func TestAppendReplay(t *testing.T) {
 				all = append(all, rows...)
 			}
 
-			w0, err := s.Writer(0, 0)
-			must(t, err, "writer attempt 0")
+			w0 := f.writer(s, 0, 0)
 			for e, rows := range byEpoch {
-				write(t, mem, w0, layout, int64(e), rows)
+				f.write(w0, int64(e), rows)
 				must(t, w0.Flush(int64(e)), "flush")
 			}
 			// The crash: attempt 0 is gone after its flush of epoch 2, but the
 			// restored recovery point covers only epoch 0, so epochs 1 and 2
 			// are produced again by attempt 1.
 			must(t, w0.Close(), "close")
-			w1, err := s.Writer(0, 1)
-			must(t, err, "writer attempt 1")
+			w1 := f.writer(s, 0, 1)
 			for e := 1; e < 3; e++ {
-				write(t, mem, w1, layout, int64(e), byEpoch[e])
+				f.write(w1, int64(e), byEpoch[e])
 				must(t, w1.Flush(int64(e)), "flush replay")
 			}
 			must(t, w1.Close(), "close")
 			must(t, s.Finish(), "finish")
 
-			got, st := resolve(t, dir, layout)
-			want, _ := oracle(t, layout, all)
-			wantTable(t, got, want)
-			visible, nfiles := independentRead(t, dir, layout)
-			indep := countDuplicates(layout, visible)
+			_, st := f.wantResolved(all)
+			visible, nfiles := f.read()
+			indep := countDuplicates(f.layout, visible)
 			if st.DuplicateRows != indep {
 				t.Errorf("DuplicateRows = %d, independent count %d", st.DuplicateRows, indep)
 			}
@@ -202,31 +187,27 @@ func TestAppendReplay(t *testing.T) {
 // the writer is closed or the sink is closed under it.
 func TestAppendDroppedWriter(t *testing.T) {
 	r, _ := newRand(t)
-	mem := newMem(t)
-	layout := testLayout()
-	dir := t.TempDir()
-	s := openSink(t, dir, Append, Parquet, layout, mem)
+	f := newFixture(t)
+	s := f.open(Append, Parquet)
 	g := newGen(r, 10, 500)
 	kept := g.rows(30)
 
-	w0, err := s.Writer(0, 0)
-	must(t, err, "writer")
-	write(t, mem, w0, layout, 0, kept)
+	w0 := f.writer(s, 0, 0)
+	f.write(w0, 0, kept)
 	must(t, w0.Flush(0), "flush")
-	write(t, mem, w0, layout, 1, g.rows(40)) // never flushed
+	f.write(w0, 1, g.rows(40)) // never flushed
 	must(t, w0.Close(), "close")
 	if err := w0.Flush(1); err == nil {
 		t.Errorf("flush after close succeeded")
 	}
 
-	w1, err := s.Writer(1, 0)
-	must(t, err, "writer")
-	write(t, mem, w1, layout, 0, g.rows(50)) // never flushed, never closed
-	if mem.CurrentAlloc() == 0 {
+	w1 := f.writer(s, 1, 0)
+	f.write(w1, 0, g.rows(50)) // never flushed, never closed
+	if f.mem.CurrentAlloc() == 0 {
 		t.Fatalf("buffered rows should hold allocator memory")
 	}
 	must(t, s.Close(), "close sink")
-	empty := batchOf(t, mem, layout, nil, nil)
+	empty := batchOf(t, f.mem, f.layout, nil, nil)
 	if err := w1.Write(0, empty); err == nil {
 		t.Errorf("write after sink close succeeded")
 	}
@@ -235,10 +216,7 @@ func TestAppendDroppedWriter(t *testing.T) {
 		t.Errorf("Writer after sink close succeeded")
 	}
 
-	got, st := resolve(t, dir, layout)
-	want, _ := oracle(t, layout, kept)
-	wantTable(t, got, want)
-	if st.Files != 1 || st.VisibleRows != int64(len(kept)) {
+	if _, st := f.wantResolved(kept); st.Files != 1 || st.VisibleRows != int64(len(kept)) {
 		t.Errorf("stats %+v, want 1 file with %d rows", st, len(kept))
 	}
 }
@@ -248,27 +226,24 @@ func TestAppendDroppedWriter(t *testing.T) {
 // must not overwrite earlier files.
 func TestAppendNamesNeverCollide(t *testing.T) {
 	r, _ := newRand(t)
-	mem := newMem(t)
-	layout := testLayout()
-	dir := t.TempDir()
+	f := newFixture(t)
 	g := newGen(r, 10, 500)
 	var all [][]int64
 	for run := 0; run < 2; run++ {
-		s := openSink(t, dir, Append, CSV, layout, mem)
-		w, err := s.Writer(0, 0)
-		must(t, err, "writer")
+		s := f.open(Append, CSV)
+		w := f.writer(s, 0, 0)
 		for e := int64(0); e < 2; e++ {
 			rows := g.rows(20)
 			all = append(all, rows...)
-			write(t, mem, w, layout, e, rows)
+			f.write(w, e, rows)
 			must(t, w.Flush(e), "flush")
 		}
 		must(t, s.Close(), "close")
 	}
-	if n := len(visibleNames(t, dir)); n != 4 {
-		t.Fatalf("%d visible files, want 4: %v", n, visibleNames(t, dir))
+	if n := len(visibleNames(t, f.dir)); n != 4 {
+		t.Fatalf("%d visible files, want 4: %v", n, visibleNames(t, f.dir))
 	}
-	rows, _ := independentRead(t, dir, layout)
+	rows, _ := f.read()
 	if !sameMultiset(rows, all) {
 		t.Fatalf("visible rows are not the %d written", len(all))
 	}
@@ -281,36 +256,32 @@ func TestIdempotentReplayAndOrder(t *testing.T) {
 	for _, format := range formats {
 		t.Run(string(format), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
-			s := openSink(t, dir, Idempotent, format, layout, mem)
+			f := newFixture(t)
+			s := f.open(Idempotent, format)
 			defer s.Close()
 			g := newGen(r, 30, 3000) // versions arrive shuffled
 			var all [][]int64
 			ws := []Writer{}
 			for i := 0; i < 3; i++ {
-				w, err := s.Writer(i, 0)
-				must(t, err, "writer")
-				ws = append(ws, w)
+				ws = append(ws, f.writer(s, i, 0))
 			}
 			for e := int64(0); e < 6; e++ {
 				for _, w := range ws {
 					rows := g.rows(1 + r.IntN(50))
 					all = append(all, rows...)
-					write(t, mem, w, layout, e, rows)
+					f.write(w, e, rows)
 					if r.IntN(3) == 0 { // replay: same rows again, same flush
-						write(t, mem, w, layout, e, rows)
+						f.write(w, e, rows)
 					}
 					must(t, w.Flush(e), "flush")
 					if r.IntN(3) == 0 { // replay in a later flush
-						write(t, mem, w, layout, e, rows)
+						f.write(w, e, rows)
 						must(t, w.Flush(e), "flush replay")
 					}
 				}
 			}
 			// Stale versions written last must not win.
-			want, _ := oracle(t, layout, all)
+			want, _ := oracle(t, f.layout, all)
 			stale := make([][]int64, 0, len(want.Rows))
 			for _, row := range want.Rows {
 				old := slices.Clone(row)
@@ -318,22 +289,20 @@ func TestIdempotentReplayAndOrder(t *testing.T) {
 				old[3] = 12345
 				stale = append(stale, old)
 			}
-			write(t, mem, ws[0], layout, 6, stale)
+			f.write(ws[0], 6, stale)
 			must(t, ws[0].Flush(6), "flush stale")
 			for _, w := range ws {
 				must(t, w.Close(), "close writer")
 			}
-			if got, _ := resolve(t, dir, layout); len(got.Rows) != 0 {
+			if got, _ := resolve(t, f.dir, f.layout); len(got.Rows) != 0 {
 				t.Errorf("before Finish %d rows are visible, want 0", len(got.Rows))
 			}
 			must(t, s.Finish(), "finish")
-			got, st := resolve(t, dir, layout)
-			wantTable(t, got, want)
-			if st.DuplicateRows != 0 || st.VisibleRows != int64(len(want.Rows)) {
+			if _, st := f.wantResolved(all); st.DuplicateRows != 0 || st.VisibleRows != int64(len(want.Rows)) {
 				t.Errorf("stats %+v, want 0 duplicates and %d visible rows", st, len(want.Rows))
 			}
-			visible, _ := independentRead(t, dir, layout)
-			if d := countDuplicates(layout, visible); d != 0 {
+			visible, _ := f.read()
+			if d := countDuplicates(f.layout, visible); d != 0 {
 				t.Errorf("independent reader counts %d duplicates", d)
 			}
 		})
@@ -345,46 +314,39 @@ func TestIdempotentReplayAndOrder(t *testing.T) {
 // continued; only flushed rows survive.
 func TestIdempotentReopen(t *testing.T) {
 	r, _ := newRand(t)
-	mem := newMem(t)
-	layout := testLayout()
-	dir := t.TempDir()
+	f := newFixture(t)
 	g := newGen(r, 20, 2000)
 
-	s := openSink(t, dir, Idempotent, Parquet, layout, mem)
-	w, err := s.Writer(0, 0)
-	must(t, err, "writer")
+	s := f.open(Idempotent, Parquet)
+	w := f.writer(s, 0, 0)
 	first := g.rows(100)
-	write(t, mem, w, layout, 0, first)
+	f.write(w, 0, first)
 	must(t, w.Flush(0), "flush")
-	write(t, mem, w, layout, 1, g.rows(100)) // lost in the crash
+	f.write(w, 1, g.rows(100)) // lost in the crash
 	must(t, s.Close(), "close (crash)")
 
-	s = openSink(t, dir, Idempotent, Parquet, layout, mem)
-	w, err = s.Writer(0, 1)
-	must(t, err, "writer after reopen")
+	s = f.open(Idempotent, Parquet)
+	w = f.writer(s, 0, 1)
 	second := g.rows(100)
-	write(t, mem, w, layout, 1, second)
-	write(t, mem, w, layout, 1, first) // replay of what was already stored
+	f.write(w, 1, second)
+	f.write(w, 1, first) // replay of what was already stored
 	must(t, w.Flush(1), "flush")
 	must(t, s.Finish(), "finish")
 	must(t, s.Finish(), "finish again") // replaces the export
 	must(t, s.Close(), "close")
 
-	want, _ := oracle(t, layout, append(slices.Clone(first), second...))
-	got, st := resolve(t, dir, layout)
-	wantTable(t, got, want)
-	if st.Files != 1 || st.DuplicateRows != 0 {
+	flushed := append(slices.Clone(first), second...)
+	if _, st := f.wantResolved(flushed); st.Files != 1 || st.DuplicateRows != 0 {
 		t.Errorf("stats %+v, want one export file and no duplicates", st)
 	}
 
 	// A later run in the other format replaces the export rather than
 	// adding a second copy of every row.
-	s = openSink(t, dir, Idempotent, CSV, layout, mem)
+	s = f.open(Idempotent, CSV)
 	must(t, s.Finish(), "finish csv")
 	must(t, s.Close(), "close")
-	got, st = resolve(t, dir, layout)
-	wantTable(t, got, want)
-	if names := visibleNames(t, dir); !slices.Equal(names, []string{"part-idempotent.csv"}) || st.DuplicateRows != 0 {
+	_, st := f.wantResolved(flushed)
+	if names := visibleNames(t, f.dir); !slices.Equal(names, []string{"part-idempotent.csv"}) || st.DuplicateRows != 0 {
 		t.Errorf("visible files %v, stats %+v; want only part-idempotent.csv", names, st)
 	}
 }
@@ -392,15 +354,13 @@ func TestIdempotentReopen(t *testing.T) {
 // TestIdempotentLocked: a second opener gets a clear error once the lock
 // timeout passes instead of hanging.
 func TestIdempotentLocked(t *testing.T) {
-	mem := newMem(t)
-	layout := testLayout()
-	dir := t.TempDir()
-	s := openSink(t, dir, Idempotent, CSV, layout, mem)
+	f := newFixture(t)
+	s := f.open(Idempotent, CSV)
 	defer s.Close()
 	old := storeLockTimeout
 	storeLockTimeout = 1 // the lock is held, so any timeout expires
 	defer func() { storeLockTimeout = old }()
-	_, err := Open(dir, Idempotent, CSV, layout, mem)
+	_, err := Open(f.dir, Idempotent, CSV, f.layout, f.mem)
 	if err == nil || !strings.Contains(err.Error(), "locked") || !strings.Contains(err.Error(), IdempotentStore) {
 		t.Fatalf("second open: %v; want a lock error naming the store", err)
 	}
@@ -409,13 +369,11 @@ func TestIdempotentLocked(t *testing.T) {
 // TestIdempotentLayoutChange: a store written under one layout refuses
 // another, rather than decoding its rows as garbage.
 func TestIdempotentLayoutChange(t *testing.T) {
-	mem := newMem(t)
-	dir := t.TempDir()
-	s := openSink(t, dir, Idempotent, CSV, testLayout(), mem)
-	must(t, s.Close(), "close")
+	f := newFixture(t)
+	must(t, f.open(Idempotent, CSV).Close(), "close")
 	other := testLayout()
 	other.WriteKey = []string{"k1"}
-	if _, err := Open(dir, Idempotent, CSV, other, mem); err == nil || !strings.Contains(err.Error(), "layout") {
+	if _, err := Open(f.dir, Idempotent, CSV, other, f.mem); err == nil || !strings.Contains(err.Error(), "layout") {
 		t.Fatalf("open with another layout: %v; want a layout mismatch error", err)
 	}
 }
@@ -427,10 +385,8 @@ func TestConcurrentWriters(t *testing.T) {
 	for _, mode := range Modes {
 		t.Run(string(mode), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
-			s := openSink(t, dir, mode, Parquet, layout, mem)
+			f := newFixture(t)
+			s := f.open(mode, Parquet)
 			defer s.Close()
 			const subtasks, epochs = 4, 4
 			g := newGen(r, 50, subtasks*epochs*50)
@@ -454,7 +410,7 @@ func TestConcurrentWriters(t *testing.T) {
 							return
 						}
 						defer w.Close()
-						b := batchOf(t, mem, layout, input[i][e], nil)
+						b := batchOf(t, f.mem, f.layout, input[i][e], nil)
 						defer b.Release()
 						if err := w.Write(int64(e), b); err != nil {
 							errs[i] = err
@@ -470,10 +426,7 @@ func TestConcurrentWriters(t *testing.T) {
 				must(t, s.Commit(int64(e)), "commit")
 			}
 			must(t, s.Finish(), "finish")
-			want, _ := oracle(t, layout, all)
-			got, st := resolve(t, dir, layout)
-			wantTable(t, got, want)
-			if st.DuplicateRows != 0 {
+			if _, st := f.wantResolved(all); st.DuplicateRows != 0 {
 				t.Errorf("%d duplicates without any replay", st.DuplicateRows)
 			}
 		})
@@ -560,27 +513,25 @@ func TestInputChecks(t *testing.T) {
 func TestFlushFailure(t *testing.T) {
 	for _, mode := range []Mode{Append, Transactional} {
 		t.Run(string(mode), func(t *testing.T) {
-			mem := newMem(t)
-			layout := testLayout()
-			dir := filepath.Join(t.TempDir(), "out")
-			s := openSink(t, dir, mode, Parquet, layout, mem)
+			f := newFixture(t)
+			f.dir = filepath.Join(f.dir, "out")
+			s := f.open(mode, Parquet)
 			defer s.Close()
-			w, err := s.Writer(0, 0)
-			must(t, err, "writer")
+			w := f.writer(s, 0, 0)
 			defer w.Close()
-			write(t, mem, w, layout, 0, [][]int64{{1, 2, 3, 4}})
-			write(t, mem, w, layout, 1, [][]int64{{1, 2, 4, 4}})
-			must(t, os.RemoveAll(dir), "remove output directory")
-			err = w.Flush(0)
-			if err == nil || !strings.Contains(err.Error(), dir) {
+			f.write(w, 0, [][]int64{{1, 2, 3, 4}})
+			f.write(w, 1, [][]int64{{1, 2, 4, 4}})
+			must(t, os.RemoveAll(f.dir), "remove output directory")
+			err := w.Flush(0)
+			if err == nil || !strings.Contains(err.Error(), f.dir) {
 				t.Fatalf("flush into a removed directory: %v; want an error naming it", err)
 			}
 			// The batches written are released; only the writer's buffers,
 			// epoch 1's included, could still hold memory.
-			if n := mem.CurrentAlloc(); n != 0 {
+			if n := f.mem.CurrentAlloc(); n != 0 {
 				t.Errorf("failed writer still holds %d bytes", n)
 			}
-			b := batchOf(t, mem, layout, [][]int64{{5, 6, 7, 8}}, nil)
+			b := batchOf(t, f.mem, f.layout, [][]int64{{5, 6, 7, 8}}, nil)
 			defer b.Release()
 			if err2 := w.Write(2, b); err2 == nil || err2.Error() != err.Error() {
 				t.Errorf("write after a failed flush: %v; want the flush error", err2)

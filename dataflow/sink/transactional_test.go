@@ -16,58 +16,48 @@ func TestTransactionalVisibility(t *testing.T) {
 	for _, format := range formats {
 		t.Run(string(format), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
-			s := openSink(t, dir, Transactional, format, layout, mem)
+			f := newFixture(t)
+			s := f.open(Transactional, format)
 			defer s.Close()
 			g := newGen(r, 30, 1000)
 			byEpoch := [][][]int64{g.rows(40), g.rows(30), g.rows(50)}
-			w, err := s.Writer(0, 0)
-			must(t, err, "writer")
+			w := f.writer(s, 0, 0)
 			defer w.Close()
 			for e, rows := range byEpoch {
-				write(t, mem, w, layout, int64(e), rows)
+				f.write(w, int64(e), rows)
 			}
 			must(t, w.Flush(1), "flush 1") // stages epochs 0 and 1 only
-			got, st := resolve(t, dir, layout)
+			got, st := resolve(t, f.dir, f.layout)
 			if len(got.Rows) != 0 || st.Files != 0 {
 				t.Fatalf("staged rows are visible: %d rows in %d files", len(got.Rows), st.Files)
 			}
-			staged := dirNames(t, filepath.Join(dir, StagingDir))
+			staged := dirNames(t, filepath.Join(f.dir, StagingDir))
 			if len(staged) != 2 {
 				t.Fatalf("staged %v, want one file for each of epochs 0 and 1", staged)
 			}
 
 			must(t, s.Commit(0), "commit 0")
-			got, _ = resolve(t, dir, layout)
-			want, _ := oracle(t, layout, byEpoch[0])
-			wantTable(t, got, want)
+			f.wantResolved(byEpoch[0])
 
 			must(t, s.Commit(2), "commit 2") // epoch 2 is still buffered, not staged
-			got, _ = resolve(t, dir, layout)
-			want, _ = oracle(t, layout, slices.Concat(byEpoch[0], byEpoch[1]))
-			wantTable(t, got, want)
+			f.wantResolved(slices.Concat(byEpoch[0], byEpoch[1]))
 
 			must(t, w.Flush(2), "flush 2")
 			must(t, s.Commit(2), "commit 2 again")
 			must(t, s.Commit(2), "commit 2 once more (no-op)")
 			must(t, s.Finish(), "finish")
 			all := slices.Concat(byEpoch...)
-			got, st = resolve(t, dir, layout)
-			want, _ = oracle(t, layout, all)
-			wantTable(t, got, want)
-			if st.DuplicateRows != 0 || st.Files != 3 {
+			if _, st := f.wantResolved(all); st.DuplicateRows != 0 || st.Files != 3 {
 				t.Errorf("stats %+v, want 3 files, no duplicates", st)
 			}
 			wantNames := []string{"part-e0-s0-p0" + extOf(format), "part-e1-s0-p0" + extOf(format), "part-e2-s0-p0" + extOf(format)}
-			if names := visibleNames(t, dir); !slices.Equal(names, wantNames) {
+			if names := visibleNames(t, f.dir); !slices.Equal(names, wantNames) {
 				t.Errorf("visible files %v, want %v", names, wantNames)
 			}
-			if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+			if left := dirNames(t, filepath.Join(f.dir, StagingDir)); len(left) != 0 {
 				t.Errorf("staging directory still holds %v", left)
 			}
-			rows, _ := independentRead(t, dir, layout)
+			rows, _ := f.read()
 			if !sameMultiset(rows, all) {
 				t.Errorf("independent reader sees other rows than written")
 			}
@@ -83,9 +73,7 @@ func TestTransactionalRecover(t *testing.T) {
 	for _, format := range formats {
 		t.Run(string(format), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
+			f := newFixture(t)
 			g := newGen(r, 30, 2000)
 			const subtasks = 2
 			byEpoch := make([][][][]int64, 4) // [epoch][subtask]rows
@@ -95,48 +83,43 @@ func TestTransactionalRecover(t *testing.T) {
 				}
 			}
 
-			s := openSink(t, dir, Transactional, format, layout, mem)
+			s := f.open(Transactional, format)
 			for i := 0; i < subtasks; i++ {
-				w, err := s.Writer(i, 0)
-				must(t, err, "writer")
+				w := f.writer(s, i, 0)
 				for e := range byEpoch {
-					write(t, mem, w, layout, int64(e), byEpoch[e][i])
+					f.write(w, int64(e), byEpoch[e][i])
 					must(t, w.Flush(int64(e)), "flush")
 				}
 				// Epoch 4 rows were written but never flushed: lost.
-				write(t, mem, w, layout, 4, g.rows(10))
+				f.write(w, 4, g.rows(10))
 			}
 			must(t, s.Commit(0), "commit 0")
 			// Crash: the coordinator only completed the recovery point of
 			// epoch 1; epochs 2 and 3 are staged but not covered.
 			must(t, s.Close(), "close (crash)")
 
-			s = openSink(t, dir, Transactional, format, layout, mem)
+			s = f.open(Transactional, format)
 			defer s.Close()
 			// Debris a killed writer can leave: a half-written temporary file.
-			must(t, os.WriteFile(filepath.Join(dir, StagingDir, tmpPrefix+"e3-s0-a0-123"), []byte("half"), 0o644), "debris")
+			must(t, os.WriteFile(filepath.Join(f.dir, StagingDir, tmpPrefix+"e3-s0-a0-123"), []byte("half"), 0o644), "debris")
 			must(t, s.Recover(1), "recover 1")
 			must(t, s.Recover(1), "recover 1 again")
-			if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+			if left := dirNames(t, filepath.Join(f.dir, StagingDir)); len(left) != 0 {
 				t.Fatalf("after Recover(1) staging holds %v", left)
 			}
 			var upTo1 [][]int64
 			for e := 0; e <= 1; e++ {
 				upTo1 = append(upTo1, slices.Concat(byEpoch[e]...)...)
 			}
-			got, st := resolve(t, dir, layout)
-			want, _ := oracle(t, layout, upTo1)
-			wantTable(t, got, want)
-			if st.Files != 2*subtasks {
+			if _, st := f.wantResolved(upTo1); st.Files != 2*subtasks {
 				t.Errorf("%d files after recover, want %d", st.Files, 2*subtasks)
 			}
 
 			// Replay of epochs 2 and 3 by attempt 1.
 			for i := 0; i < subtasks; i++ {
-				w, err := s.Writer(i, 1)
-				must(t, err, "writer attempt 1")
+				w := f.writer(s, i, 1)
 				for e := 2; e < 4; e++ {
-					write(t, mem, w, layout, int64(e), byEpoch[e][i])
+					f.write(w, int64(e), byEpoch[e][i])
 				}
 				must(t, w.Flush(3), "flush replay")
 				must(t, w.Close(), "close")
@@ -146,29 +129,38 @@ func TestTransactionalRecover(t *testing.T) {
 			for e := range byEpoch {
 				all = append(all, slices.Concat(byEpoch[e]...)...)
 			}
-			got, st = resolve(t, dir, layout)
-			want, _ = oracle(t, layout, all)
-			wantTable(t, got, want)
-			visible, _ := independentRead(t, dir, layout)
-			if st.DuplicateRows != 0 || countDuplicates(layout, visible) != 0 || !sameMultiset(visible, all) {
+			_, st := f.wantResolved(all)
+			visible, _ := f.read()
+			if st.DuplicateRows != 0 || countDuplicates(f.layout, visible) != 0 || !sameMultiset(visible, all) {
 				t.Errorf("after replay: stats %+v, independent duplicates %d; want every row exactly once",
-					st, countDuplicates(layout, visible))
+					st, countDuplicates(f.layout, visible))
 			}
 
 			// Recover with nothing complete discards everything staged.
-			w, err := s.Writer(0, 2)
-			must(t, err, "writer")
-			write(t, mem, w, layout, 5, g.rows(5))
+			w := f.writer(s, 0, 2)
+			f.write(w, 5, g.rows(5))
 			must(t, w.Flush(5), "flush")
 			must(t, w.Close(), "close")
 			must(t, s.Recover(4), "recover 4")
-			got, _ = resolve(t, dir, layout)
-			wantTable(t, got, want)
+			f.wantResolved(all)
 		})
 	}
 }
 
 var errCrash = errors.New("simulated crash")
+
+// crashAtStep makes the transactional sink's publish hook fail with
+// errCrash before its step'th publish (counting from 0).
+func crashAtStep(ts *txnSink, step int) {
+	n := 0
+	ts.hook = func(string, string) error {
+		if n == step {
+			return errCrash
+		}
+		n++
+		return nil
+	}
+}
 
 // TestTransactionalInterruptedCommit crashes a commit before every single
 // publish (rename) it makes, then lets a fresh sink
@@ -176,7 +168,6 @@ var errCrash = errors.New("simulated crash")
 // staging directory is empty, and no row is duplicated or lost.
 func TestTransactionalInterruptedCommit(t *testing.T) {
 	r, _ := newRand(t)
-	layout := testLayout()
 	g := newGen(r, 1000, 10000)
 	const subtasks, epochs = 2, 3
 	input := make(map[[2]int][][]int64)
@@ -188,47 +179,36 @@ func TestTransactionalInterruptedCommit(t *testing.T) {
 			all = append(all, rows...)
 		}
 	}
-	want, _ := oracle(t, layout, all)
 	steps := subtasks * epochs // one publish per staged file
 	for crashAt := 0; crashAt < steps; crashAt++ {
 		t.Run(fmt.Sprintf("crash-before-step-%d", crashAt), func(t *testing.T) {
-			mem := newMem(t)
-			dir := t.TempDir()
-			s := openSink(t, dir, Transactional, Parquet, layout, mem)
+			f := newFixture(t)
+			s := f.open(Transactional, Parquet)
 			for i := 0; i < subtasks; i++ {
-				w, err := s.Writer(i, 0)
-				must(t, err, "writer")
+				w := f.writer(s, i, 0)
 				for e := 0; e < epochs; e++ {
-					write(t, mem, w, layout, int64(e), input[[2]int{e, i}])
+					f.write(w, int64(e), input[[2]int{e, i}])
 				}
 				must(t, w.Flush(epochs-1), "flush")
 				must(t, w.Close(), "close")
 			}
-			n := 0
-			s.(*txnSink).hook = func(step, name string) error {
-				if n == crashAt {
-					return errCrash
-				}
-				n++
-				return nil
-			}
+			crashAtStep(s.(*txnSink), crashAt)
 			if err := s.Commit(epochs - 1); !errors.Is(err, errCrash) {
 				t.Fatalf("commit with crash at step %d: %v", crashAt, err)
 			}
 			must(t, s.Close(), "close (crash)")
 
-			s = openSink(t, dir, Transactional, Parquet, layout, mem)
+			s = f.open(Transactional, Parquet)
 			defer s.Close()
 			must(t, s.Commit(epochs-1), "commit after crash")
-			if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+			if left := dirNames(t, filepath.Join(f.dir, StagingDir)); len(left) != 0 {
 				t.Fatalf("staging still holds %v", left)
 			}
-			if names := visibleNames(t, dir); len(names) != subtasks*epochs {
+			if names := visibleNames(t, f.dir); len(names) != subtasks*epochs {
 				t.Fatalf("visible files %v, want %d", names, subtasks*epochs)
 			}
-			got, st := resolve(t, dir, layout)
-			wantTable(t, got, want)
-			visible, _ := independentRead(t, dir, layout)
+			_, st := f.wantResolved(all)
+			visible, _ := f.read()
 			if st.DuplicateRows != 0 || !sameMultiset(visible, all) {
 				t.Fatalf("stats %+v; visible rows are not each written row exactly once", st)
 			}
@@ -242,32 +222,29 @@ func TestTransactionalInterruptedCommit(t *testing.T) {
 // it, while a second flush of one epoch within an attempt gets its own part.
 func TestTransactionalRedeliveryReplaces(t *testing.T) {
 	r, _ := newRand(t)
-	mem := newMem(t)
-	layout := testLayout()
-	dir := t.TempDir()
+	f := newFixture(t)
 	g := newGen(r, 1000, 1000)
 	parts := [][][]int64{g.rows(10), g.rows(10)}
 	for attempt := 0; attempt < 2; attempt++ {
-		s := openSink(t, dir, Transactional, CSV, layout, mem)
+		s := f.open(Transactional, CSV)
 		must(t, s.Recover(-1), "recover")
-		w, err := s.Writer(0, attempt)
-		must(t, err, "writer")
+		w := f.writer(s, 0, attempt)
 		for _, rows := range parts { // the same epoch flushed twice
-			write(t, mem, w, layout, 0, rows)
+			f.write(w, 0, rows)
 			must(t, w.Flush(0), "flush")
 		}
 		must(t, s.Commit(0), "commit")
 		must(t, s.Close(), "close")
 	}
-	names := visibleNames(t, dir)
+	names := visibleNames(t, f.dir)
 	if want := []string{"part-e0-s0-p0.csv", "part-e0-s0-p1.csv"}; !slices.Equal(names, want) {
 		t.Fatalf("visible %v, want %v", names, want)
 	}
-	rows, _ := independentRead(t, dir, layout)
+	rows, _ := f.read()
 	if !sameMultiset(rows, slices.Concat(parts...)) {
 		t.Fatalf("re-delivery left %d visible rows, want the %d rows of one delivery", len(rows), 20)
 	}
-	_, st := resolve(t, dir, layout)
+	_, st := resolve(t, f.dir, f.layout)
 	if st.DuplicateRows != 0 {
 		t.Fatalf("re-delivery made %d duplicate rows", st.DuplicateRows)
 	}
@@ -284,11 +261,10 @@ func TestParseStaged(t *testing.T) {
 		}
 	}
 	// A foreign file in the staging directory stops Commit with a clear error.
-	mem := newMem(t)
-	dir := t.TempDir()
-	s := openSink(t, dir, Transactional, CSV, testLayout(), mem)
+	f := newFixture(t)
+	s := f.open(Transactional, CSV)
 	defer s.Close()
-	must(t, os.WriteFile(filepath.Join(dir, StagingDir, "notes.txt"), nil, 0o644), "write")
+	must(t, os.WriteFile(filepath.Join(f.dir, StagingDir, "notes.txt"), nil, 0o644), "write")
 	if err := s.Commit(1); err == nil {
 		t.Fatalf("commit with a foreign file in staging succeeded")
 	}
@@ -304,32 +280,22 @@ func TestNoHardLinks(t *testing.T) {
 	for _, mode := range []Mode{Append, Transactional} {
 		t.Run(string(mode), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
+			f := newFixture(t)
 			g := newGen(r, 50, 1000)
-			s := openSink(t, dir, mode, CSV, layout, mem)
+			s := f.open(mode, CSV)
 			var all [][]int64
 			for i := 0; i < 2; i++ {
-				w, err := s.Writer(i, 0)
-				must(t, err, "writer")
+				w := f.writer(s, i, 0)
 				for e := int64(0); e < 3; e++ {
 					rows := g.rows(15)
 					all = append(all, rows...)
-					write(t, mem, w, layout, e, rows)
+					f.write(w, e, rows)
 					must(t, w.Flush(e), "flush")
 				}
 				must(t, w.Close(), "close")
 			}
 			if ts, ok := s.(*txnSink); ok {
-				n := 0
-				ts.hook = func(step, name string) error {
-					if n == 3 {
-						return errCrash
-					}
-					n++
-					return nil
-				}
+				crashAtStep(ts, 3)
 				if err := s.Commit(2); !errors.Is(err, errCrash) {
 					t.Fatalf("interrupted commit: %v", err)
 				}
@@ -338,15 +304,15 @@ func TestNoHardLinks(t *testing.T) {
 			must(t, s.Commit(2), "commit")
 			must(t, s.Close(), "close")
 			if mode == Transactional {
-				if left := dirNames(t, filepath.Join(dir, StagingDir)); len(left) != 0 {
+				if left := dirNames(t, filepath.Join(f.dir, StagingDir)); len(left) != 0 {
 					t.Errorf("staging still holds %v", left)
 				}
 			}
-			if hidden := slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return isVisible(n) || n == StagingDir }); len(hidden) != 0 {
+			if hidden := slices.DeleteFunc(dirNames(t, f.dir), func(n string) bool { return isVisible(n) || n == StagingDir }); len(hidden) != 0 {
 				t.Errorf("leftover hidden files %v", hidden)
 			}
-			rows, _ := independentRead(t, dir, layout)
-			if !sameMultiset(rows, all) || countDuplicates(layout, rows) != 0 {
+			rows, _ := f.read()
+			if !sameMultiset(rows, all) || countDuplicates(f.layout, rows) != 0 {
 				t.Errorf("visible rows are not each written row exactly once")
 			}
 		})
@@ -360,10 +326,8 @@ func TestTransactionalPublishedAfter(t *testing.T) {
 	for _, format := range formats {
 		t.Run(string(format), func(t *testing.T) {
 			r, _ := newRand(t)
-			mem := newMem(t)
-			layout := testLayout()
-			dir := t.TempDir()
-			s := openSink(t, dir, Transactional, format, layout, mem)
+			f := newFixture(t)
+			s := f.open(Transactional, format)
 			defer s.Close()
 			p, ok := s.(EpochPublisher)
 			if !ok {
@@ -377,16 +341,15 @@ func TestTransactionalPublishedAfter(t *testing.T) {
 			g := newGen(r, 30, 1000)
 			byEpoch := [][][]int64{g.rows(40), g.rows(30), g.rows(50), g.rows(20)}
 			for sub := 0; sub < 2; sub++ {
-				w, err := s.Writer(sub, 0)
-				must(t, err, "writer")
+				w := f.writer(s, sub, 0)
 				for e, rows := range byEpoch {
-					write(t, mem, w, layout, int64(e), rows[sub*len(rows)/2:(sub+1)*len(rows)/2])
+					f.write(w, int64(e), rows[sub*len(rows)/2:(sub+1)*len(rows)/2])
 				}
 				must(t, w.Flush(3), "flush")
 				must(t, w.Close(), "close")
 			}
 			must(t, s.Commit(2), "commit 2") // epoch 3 stays staged
-			must(t, os.WriteFile(filepath.Join(dir, "part-other"+extOf(format)), nil, 0o644), "foreign file")
+			must(t, os.WriteFile(filepath.Join(f.dir, "part-other"+extOf(format)), nil, 0o644), "foreign file")
 			for after, want := range map[int64][][]int64{-1: slices.Concat(byEpoch[:3]...), 0: slices.Concat(byEpoch[1:3]...), 2: nil} {
 				last, rows, err := p.PublishedAfter(after)
 				must(t, err, "published after")
