@@ -3,7 +3,6 @@ package diskphase
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -38,13 +37,7 @@ func fastDir(t testing.TB) string {
 }
 
 func smallInputs(jobName string, records int, seed int64) map[string]string {
-	if jobName == "join" {
-		return map[string]string{
-			job.InputOrders:   fmt.Sprintf("gen:records=%d,keys=%d,seed=%d", records/2, max(records/8, 1), seed),
-			job.InputPayments: fmt.Sprintf("gen:records=%d,keys=%d,seed=%d", records/2, max(records/8, 1), seed+1),
-		}
-	}
-	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=150,seed=%d", records, seed)}
+	return runtest.Gen{Records: records, Keys: 150, JoinKeys: max(records/8, 1), Seed: seed}.Inputs(jobName)
 }
 
 // scenario is one run of the executor, judged against the oracle.

@@ -3,7 +3,6 @@ package microbatch
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -37,13 +36,7 @@ func fastDir(t testing.TB) string {
 
 // defaultInputs are small inputs per job, so the whole matrix stays fast.
 func defaultInputs(jobName string, records int, seed int64) map[string]string {
-	if jobName == "join" {
-		return map[string]string{
-			job.InputOrders:   fmt.Sprintf("gen:records=%d,keys=%d,seed=%d", records/2, records/4, seed),
-			job.InputPayments: fmt.Sprintf("gen:records=%d,keys=%d,seed=%d", records/2, records/4, seed+1),
-		}
-	}
-	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=200,seed=%d", records, seed)}
+	return runtest.Gen{Records: records, Keys: 200, JoinKeys: records / 4, Seed: seed}.Inputs(jobName)
 }
 
 // scenario is one run of the executor against the oracle.

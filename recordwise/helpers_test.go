@@ -61,17 +61,7 @@ func (b barrierSetting) String() string {
 // inputs returns small inputs for a job: records in total, paced at rate
 // records/s (0: as fast as possible).
 func inputs(jobName string, records int, rate int, seed int64) map[string]string {
-	pace := ""
-	if rate > 0 {
-		pace = fmt.Sprintf(",rate=%d", rate)
-	}
-	if jobName == "join" {
-		return map[string]string{
-			job.InputOrders:   fmt.Sprintf("gen:records=%d,keys=%d,seed=%d%s", records/2, records/4, seed, pace),
-			job.InputPayments: fmt.Sprintf("gen:records=%d,keys=%d,seed=%d%s", records/2, records/4, seed+1, pace),
-		}
-	}
-	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=200,seed=%d%s", records, seed, pace)}
+	return runtest.Gen{Records: records, Keys: 200, JoinKeys: records / 4, Seed: seed, Rate: rate}.Inputs(jobName)
 }
 
 // scenario is one run of the executor against the oracle.

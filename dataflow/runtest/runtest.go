@@ -1,8 +1,9 @@
 // Package runtest is test support for whole runs of an executor
 // (microbatch, diskphase, recordwise): the suite's TestMain with a goroutine
-// leak check, fresh directories on a RAM disk, the oracle's answer for a run
-// configuration (cached), a judge of a finished run's output against that
-// answer, an independent duplicate counter, and the S3 location of a test.
+// leak check, fresh directories on a RAM disk, generated inputs for a built-in
+// job, the oracle's answer for a run configuration (cached), a judge of a
+// finished run's output against that answer, an independent duplicate
+// counter, and the S3 location of a test.
 //
 // Only _test.go files import it. It imports no executor, so every executor's
 // tests can use it; what differs per executor (flags, scenarios, protocol

@@ -3,6 +3,7 @@ package runtest_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -262,5 +263,24 @@ func TestOracle(t *testing.T) {
 	other.Inputs = map[string]string{job.DefaultInput: "gen:records=300,keys=20,seed=4"}
 	if runtest.Oracle(t, other).Table.Diff(a.Table, 1) == "" {
 		t.Fatal("another input seed gives the same answer: the cache key misses the inputs")
+	}
+}
+
+func TestGenInputs(t *testing.T) {
+	for _, c := range []struct {
+		job  string
+		gen  runtest.Gen
+		want map[string]string
+	}{
+		{"keyed-count", runtest.Gen{Records: 4000, Keys: 200, JoinKeys: 1000, Seed: 3},
+			map[string]string{job.DefaultInput: "gen:records=4000,keys=200,seed=3"}},
+		{"join", runtest.Gen{Records: 4000, Keys: 200, JoinKeys: 1000, Seed: 3},
+			map[string]string{job.InputOrders: "gen:records=2000,keys=1000,seed=3", job.InputPayments: "gen:records=2000,keys=1000,seed=4"}},
+		{"join", runtest.Gen{Records: 600, JoinKeys: 150, Seed: 1, Rate: 100000},
+			map[string]string{job.InputOrders: "gen:records=300,keys=150,seed=1,rate=100000", job.InputPayments: "gen:records=300,keys=150,seed=2,rate=100000"}},
+	} {
+		if got := c.gen.Inputs(c.job); !maps.Equal(got, c.want) {
+			t.Errorf("%+v.Inputs(%s) = %v, want %v", c.gen, c.job, got, c.want)
+		}
 	}
 }
