@@ -171,14 +171,7 @@ func TestKeyedAggColumnErrors(t *testing.T) {
 		{mixed, operator.KeyedAggSpec{KeyColumn: "key", SumColumn: "value"}, []string{`"value"`, "int32", "value int32"}},
 	} {
 		_, err := operator.NewKeyedAgg(tc.schema, tc.spec)
-		if err == nil {
-			t.Fatalf("%+v: no error", tc.spec)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("error %q does not mention %q", err, w)
-			}
-		}
+		wantMentions(t, fmt.Sprintf("%+v", tc.spec), err, tc.want)
 	}
 }
 

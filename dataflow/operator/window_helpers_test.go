@@ -465,6 +465,27 @@ func winCuts(rng *rand.Rand, n, length int) []int {
 	return slices.Compact(cuts)
 }
 
+// winOrderProperty runs events on one instance that owns every key group,
+// then a watermark at EndOfTime. Input that keeps the disorder bound must
+// give no late row, and the output must be want, the relational answer,
+// however the generator interleaved the partitions. ctx names the case
+// (seed and configuration) in failures.
+func winOrderProperty(t *testing.T, ctx string, mem memory.Allocator, in *arrow.Schema,
+	newOp func() (operator.Stateful, error), events []winEvent, want [][]int64) {
+	t.Helper()
+	h := newWinHarness(t, mem, in, newOp)
+	h.start(nil, keygroup.All)
+	for _, ev := range events {
+		h.apply(ev)
+	}
+	h.apply(winEvent{kind: winEvWatermark, wm: operator.EndOfTime})
+	if late := h.lateRows(); late != 0 {
+		t.Fatalf("%s: %d late rows from input within the disorder bound", ctx, late)
+	}
+	h.closeAll()
+	winSameMultiset(t, ctx, h.out.rows, want)
+}
+
 // winSnapshotProperty runs events uninterrupted on one instance, and again
 // with crashes at random cuts: Flush, Snapshot, close (the memory is gone),
 // encode and decode, restore into a fresh instance, continue. Both runs must
@@ -569,6 +590,16 @@ func winFloorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// winPartMaker returns a builder of state parts in op's state schema, to
+// hand Restore by hand; it closes op, which only gave the schema.
+func winPartMaker(t testing.TB, mem memory.Allocator, op operator.Stateful) func(kg int, rows ...[]int64) operator.KeyGroupState {
+	schema := op.StateSchema()
+	op.Close()
+	return func(kg int, rows ...[]int64) operator.KeyGroupState {
+		return operator.KeyGroupState{KeyGroup: kg, Batch: winBatch(t, mem, schema, rows)}
+	}
 }
 
 // winRestoreCase is one state Restore must refuse: the key groups the

@@ -45,14 +45,7 @@ func TestWindowConstructorErrors(t *testing.T) {
 		{"size", winInSchema, winSpec(0), []string{"size must be positive"}},
 	} {
 		_, err := operator.NewWindowAgg(tc.schema, tc.spec)
-		if err == nil {
-			t.Fatalf("%s: no error", tc.name)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error %q does not mention %q", tc.name, err, w)
-			}
-		}
+		wantMentions(t, tc.name, err, tc.want)
 	}
 }
 
@@ -201,20 +194,9 @@ func TestWindowOrderIndependence(t *testing.T) {
 			keys: 1 + rng.Int64N(20), disorder: rng.Int64N(40), maxStep: 1 + rng.Int64N(10),
 			tsStart: -rng.Int64N(500), maxChunk: 1 + rng.IntN(30)}
 		events, rows := winGenerate(rng, cfg)
-		h := newWinHarness(t, mem, winInSchema, func() (operator.Stateful, error) {
-			return operator.NewWindowAgg(winInSchema, winSpec(size))
-		})
-		h.start(nil, keygroup.All)
-		for _, ev := range events {
-			h.apply(ev)
-		}
-		h.apply(winEvent{kind: winEvWatermark, wm: operator.EndOfTime})
-		ctx := fmt.Sprintf("seed %d (size %d, %+v)", seed, size, cfg)
-		if late := h.lateRows(); late != 0 {
-			t.Fatalf("%s: %d late rows from input within the disorder bound", ctx, late)
-		}
-		h.closeAll()
-		winSameMultiset(t, ctx, h.out.rows, winOracle(rows[0], size))
+		newOp := func() (operator.Stateful, error) { return operator.NewWindowAgg(winInSchema, winSpec(size)) }
+		winOrderProperty(t, fmt.Sprintf("seed %d (size %d, %+v)", seed, size, cfg), mem, winInSchema,
+			newOp, events, winOracle(rows[0], size))
 	}
 }
 
@@ -342,15 +324,10 @@ func TestWindowSnapshotGroupsAndWatermark(t *testing.T) {
 func TestWindowRestoreRejects(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	op := newWinOp(t, 10)
-	schema := op.StateSchema()
-	op.Close()
+	state := winPartMaker(t, mem, newWinOp(t, 10))
 	k := int64(3)
 	kg := keygroup.Of(k)
 	other := (kg + 1) % keygroup.Count
-	state := func(kg int, rows ...[]int64) operator.KeyGroupState {
-		return operator.KeyGroupState{KeyGroup: kg, Batch: winBatch(t, mem, schema, rows)}
-	}
 	half := keygroup.Range{Start: kg, End: kg + 1}
 	winExpectRestoreRejects(t, mem, func() operator.Stateful { return newWinOp(t, 10) }, []winRestoreCase{
 		{"outside range", half, []operator.KeyGroupState{state(other, []int64{k, 0, 1, 1, 0})}, "outside"},
@@ -364,7 +341,7 @@ func TestWindowRestoreRejects(t *testing.T) {
 	})
 
 	// Restore after input is refused: the state would silently merge.
-	op = newWinOp(t, 10)
+	op := newWinOp(t, 10)
 	defer op.Close()
 	winOpen(t, op, mem, keygroup.All)
 	if err := op.AdvanceWatermark(0, &winSink{t: t}); err != nil {
