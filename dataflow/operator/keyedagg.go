@@ -451,7 +451,12 @@ func (a *keyedAgg) restorePart(p KeyGroupState) error {
 		cols[c] = arr.Int64Values()
 	}
 	t := a.tables[p.KeyGroup]
-	t.reserve(len(cols[0]), a.epoch)
+	if t.n == 0 {
+		t.reserve(len(cols[0]), a.epoch)
+		t.touchEmpty()
+	} else {
+		t.reserve(len(cols[0]), a.epoch)
+	}
 	return t.insertNew(p.KeyGroup, cols[0], cols[1], cols[2])
 }
 
