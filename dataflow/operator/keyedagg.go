@@ -44,6 +44,8 @@ type keyedAgg struct {
 	keyCol, sumCol int
 	alloc          memory.Allocator
 	owned          keygroup.Range
+	// snapBufs recycles the memory of Snapshot's batches once released.
+	snapBufs *snapBuffers
 	// tables[kg] is nil for key groups this instance does not own.
 	tables [keygroup.Count]*kaggTable
 	// slots[kg] is tables[kg].slots, kept beside it so the hot loop reaches
@@ -97,6 +99,10 @@ func (a *keyedAgg) Open(ctx Context) error {
 		return fmt.Errorf("keyed aggregation: invalid key-group range [%d,%d)", r.Start, r.End)
 	}
 	a.alloc = helpAlloc(ctx.Alloc)
+	if a.snapBufs != nil {
+		a.snapBufs.close()
+	}
+	a.snapBufs = newSnapBuffers(a.alloc)
 	a.owned = r
 	a.tables = [keygroup.Count]*kaggTable{}
 	for kg := r.Start; kg < r.End; kg++ {
@@ -401,18 +407,29 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 	if a.nChanged > 0 {
 		return nil, fmt.Errorf("keyed aggregation: snapshot with %d changed keys not flushed; call Flush first", a.nChanged)
 	}
+	// Keep as much released memory as this snapshot takes: Buffer
+	// rounds each column up to 64 bytes.
+	keep := 0
+	for kg := a.owned.Start; kg < a.owned.End; kg++ {
+		if n := a.tables[kg].n; n > 0 {
+			keep += 3 * (((n+1)*8 + 63) &^ 63)
+		}
+	}
+	if a.snapBufs != nil { // nil before Open: no key group owned
+		a.snapBufs.setKeep(keep)
+	}
 	var parts []KeyGroupState
 	for kg := a.owned.Start; kg < a.owned.End; kg++ {
 		t := a.tables[kg]
 		if t.n == 0 {
 			continue
 		}
-		// Small allocations, one group at a time: each is cleared right
-		// before compact fills it, so compact writes to cache. (One large
-		// allocation for all groups measured no faster.)
-		keyArr, kv := helpAllocInt64(a.alloc, t.n, 1)
-		cntArr, cv := helpAllocInt64(a.alloc, t.n, 1)
-		sumArr, sv := helpAllocInt64(a.alloc, t.n, 1)
+		// Small allocations, one group at a time. (One large allocation
+		// for all groups measured no faster.) compact writes every value,
+		// so memory recycled by snapBufs needs no clearing.
+		keyArr, kv := helpAllocInt64(a.snapBufs, t.n, 1)
+		cntArr, cv := helpAllocInt64(a.snapBufs, t.n, 1)
+		sumArr, sv := helpAllocInt64(a.snapBufs, t.n, 1)
 		t.compact(kv, cv, sv)
 		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)})
 	}
@@ -454,11 +471,19 @@ func (a *keyedAgg) restorePart(p KeyGroupState) error {
 		cols[c] = arr.Int64Values()
 	}
 	t := a.tables[p.KeyGroup]
+	fresh := t.n == 0
 	t.reserve(len(cols[0]), a.epoch)
+	if fresh {
+		t.touchEmpty()
+	}
 	return t.insertNew(p.KeyGroup, cols[0], cols[1], cols[2])
 }
 
 func (a *keyedAgg) Close() error {
+	if a.snapBufs != nil {
+		a.snapBufs.close()
+		a.snapBufs = nil
+	}
 	a.tables = [keygroup.Count]*kaggTable{}
 	a.slots = [keygroup.Count][]kaggEntry{}
 	a.changed, a.nChanged = nil, 0

@@ -47,9 +47,6 @@ const FormatVersion = 1
 
 var magic = [4]byte{'R', 'W', 'S', 'T'}
 
-// castagnoli uses the CPU's CRC32 instruction where there is one.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 const (
 	fixedHeaderLen = 4 + 2 + 2 + 2 + 4 // magic .. nParts
 	trailerLen     = 4                 // crc
@@ -113,10 +110,13 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 	lenAt := dst.Len()
 	dst.Write(make([]byte, 8)) // ipcLen, patched below
 
+	// The IPC section is checksummed as it is written (see crcWriter);
+	// the header's checksum, once ipcLen is known, is joined to it.
+	ipcOut := crcWriter{dst: dst}
 	if len(parts) > 0 {
 		// Plain fixed-width columns are written straight from their
 		// buffers; the allocator only backs bookkeeping.
-		w := ipc.NewWriter(dst, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
+		w := ipc.NewWriter(&ipcOut, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
 		for _, p := range parts {
 			if err := w.Write(p.Batch); err != nil {
 				w.Close()
@@ -130,9 +130,11 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 		}
 	}
 	b := dst.Bytes()
-	binary.LittleEndian.PutUint64(b[lenAt:], uint64(len(b)-lenAt-8))
+	ipcLen := len(b) - lenAt - 8
+	binary.LittleEndian.PutUint64(b[lenAt:], uint64(ipcLen))
+	sum := crcConcat(crc32.Checksum(b[start:lenAt+8], castagnoli), ipcOut.crc, ipcLen)
 	var crc [4]byte
-	binary.LittleEndian.PutUint32(crc[:], crc32.Checksum(b[start:], castagnoli))
+	binary.LittleEndian.PutUint32(crc[:], sum)
 	dst.Write(crc[:])
 	return nil
 }
@@ -161,13 +163,15 @@ type Header struct {
 // header. It is what Decode checks before touching the IPC section, and is
 // enough for listing recovery points.
 func ReadHeader(data []byte) (Header, error) {
-	h, _, err := parse(data)
+	h, _, err := parse(data, nil)
 	return h, err
 }
 
 // parse checks the framing and the checksum and returns the header and the
-// IPC section.
-func parse(data []byte) (Header, []byte, error) {
+// IPC section. With copyInto it copies the IPC section into the memory
+// copyInto returns for its length, checksumming each chunk right after
+// copying it (one pass over the blob rather than two), and returns the copy.
+func parse(data []byte, copyInto func(n int) []byte) (Header, []byte, error) {
 	var h Header
 	if len(data) < fixedHeaderLen+8+trailerLen {
 		return h, nil, fmt.Errorf("%w: %d bytes is shorter than any blob", ErrCorrupt, len(data))
@@ -195,7 +199,20 @@ func parse(data []byte) (Header, []byte, error) {
 		return h, nil, fmt.Errorf("%w: IPC section of %d bytes declared, %d present (truncated or trailing data)", ErrCorrupt, ipcLen, want)
 	}
 	body := data[:len(data)-trailerLen]
-	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(data[len(body):]); got != want {
+	ipcSection := body[lenAt+8:]
+	var got uint32
+	if copyInto == nil {
+		got = crc32.Checksum(body, castagnoli)
+	} else {
+		got = crc32.Checksum(body[:lenAt+8], castagnoli)
+		dst := copyInto(len(ipcSection))
+		for off := 0; off < len(ipcSection); off += copyChunk {
+			n := copy(dst[off:], ipcSection[off:min(off+copyChunk, len(ipcSection))])
+			got = crc32.Update(got, castagnoli, dst[off:off+n])
+		}
+		ipcSection = dst
+	}
+	if want := binary.LittleEndian.Uint32(data[len(body):]); got != want {
 		return h, nil, fmt.Errorf("%w: checksum %08x, stored %08x", ErrCorrupt, got, want)
 	}
 	if (nParts == 0) != (ipcLen == 0) {
@@ -213,8 +230,12 @@ func parse(data []byte) (Header, []byte, error) {
 		h.KeyGroups[i] = kg
 	}
 	h.IPCBytes = int(ipcLen)
-	return h, data[lenAt+8 : len(body)], nil
+	return h, ipcSection, nil
 }
+
+// copyChunk is how much parse copies before checksumming the copy: small
+// enough to be still in the core's cache when the checksum reads it.
+const copyChunk = 64 << 10
 
 // Decode decodes a blob written by Encode: exactly one key-group state. The
 // batch is allocated from alloc and the caller releases it.
@@ -254,7 +275,19 @@ func DecodeAllShared(data []byte) (opID string, parts []operator.KeyGroupState, 
 // declares before reading it: one damaged length field would ask for
 // gigabytes.
 func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operator.KeyGroupState, err error) {
-	h, body, err := parse(data)
+	var parent *memory.Buffer
+	var copyInto func(int) []byte
+	if alloc != nil {
+		copyInto = func(n int) []byte {
+			parent = memory.NewResizableBuffer(alloc)
+			parent.Resize(n)
+			return parent.Bytes()
+		}
+	}
+	h, body, err := parse(data, copyInto)
+	if parent != nil {
+		defer parent.Release() // the batches hold their own references
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -269,14 +302,7 @@ func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operat
 			opID, parts, err = "", nil, fmt.Errorf("%w: decoding state of %s: %v", ErrCorrupt, h.OpID, r)
 		}
 	}()
-	msgs := &messages{data: body}
-	if alloc != nil {
-		msgs.parent = memory.NewResizableBuffer(alloc)
-		defer msgs.parent.Release() // the batches hold their own references
-		msgs.parent.Resize(len(body))
-		msgs.data = msgs.parent.Bytes()
-		copy(msgs.data, body)
-	}
+	msgs := &messages{data: body, parent: parent}
 	rd, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: state of %s: %v", ErrCorrupt, h.OpID, err)

@@ -1,0 +1,106 @@
+package operator
+
+import (
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// snapBuffers is the allocator of the keyed aggregation's snapshot
+// batches. When the consumer of a snapshot releases its batches, their
+// memory comes back here and the next Snapshot writes into it instead of
+// asking parent for new memory: fresh memory from the Go heap is cleared
+// first (a full extra write of the state) and, once the runtime has
+// returned it to the OS, page-faulted back in. Snapshots repeat every
+// recovery point, so after the first one a snapshot allocates nothing.
+//
+// The price is memory: between snapshots it keeps up to one snapshot's
+// worth (keep bytes). Memory it hands out is not cleared: the caller must
+// write every byte it uses, as compact does. Buffers are released from
+// whichever goroutine encodes the snapshot, hence the mutex.
+type snapBuffers struct {
+	parent memory.Allocator
+
+	mu     sync.Mutex
+	free   [][]byte // as parent returned them
+	held   int      // bytes in free
+	keep   int      // most bytes free may hold
+	closed bool
+}
+
+func newSnapBuffers(parent memory.Allocator) *snapBuffers {
+	return &snapBuffers{parent: parent}
+}
+
+// setKeep bounds the memory kept for the next snapshot; Snapshot sets it
+// to the size of the snapshot it is taking.
+func (s *snapBuffers) setKeep(n int) {
+	s.mu.Lock()
+	s.keep = n
+	s.mu.Unlock()
+}
+
+// Allocate returns the smallest kept buffer of at least size bytes, not
+// cleared, or new memory from parent. It returns the kept buffer whole:
+// memory.Buffer uses only the length it asked for and hands the whole
+// slice back to Free, which is what parent needs to get back.
+func (s *snapBuffers) Allocate(size int) []byte {
+	s.mu.Lock()
+	best := -1
+	for i, b := range s.free {
+		if len(b) >= size && (best < 0 || len(b) < len(s.free[best])) {
+			best = i
+			if len(b)-size < 64 {
+				break // as good as it gets: Buffer rounds sizes to 64
+			}
+		}
+	}
+	if best >= 0 {
+		b := s.free[best]
+		last := len(s.free) - 1
+		s.free[best], s.free[last] = s.free[last], nil
+		s.free = s.free[:last]
+		s.held -= len(b)
+		s.mu.Unlock()
+		return b
+	}
+	s.mu.Unlock()
+	return s.parent.Allocate(size)
+}
+
+func (s *snapBuffers) Reallocate(size int, b []byte) []byte {
+	if size <= len(b) {
+		return b
+	}
+	nb := s.Allocate(size)
+	copy(nb, b)
+	s.Free(b)
+	return nb
+}
+
+// Free keeps b for the next snapshot, or returns it to parent when the
+// operator is closed or enough is kept already.
+func (s *snapBuffers) Free(b []byte) {
+	s.mu.Lock()
+	if !s.closed && s.held+len(b) <= s.keep {
+		s.free = append(s.free, b)
+		s.held += len(b)
+		b = nil
+	}
+	s.mu.Unlock()
+	if b != nil {
+		s.parent.Free(b)
+	}
+}
+
+// close returns the kept memory to parent; buffers released later go
+// straight back to parent.
+func (s *snapBuffers) close() {
+	s.mu.Lock()
+	free := s.free
+	s.free, s.held, s.closed = nil, 0, true
+	s.mu.Unlock()
+	for _, b := range free {
+		s.parent.Free(b)
+	}
+}

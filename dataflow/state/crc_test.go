@@ -1,0 +1,69 @@
+package state
+
+import (
+	"bytes"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// crcSeed returns a random seed, or REWIND_TEST_SEED to replay a failure.
+func crcSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv("REWIND_TEST_SEED")
+	if s == "" {
+		return rand.Uint64()
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
+	}
+	return seed
+}
+
+// TestCRCConcatMatchesChecksum checks that joining the checksums of two
+// pieces gives the checksum of the whole, for random pieces of every
+// length class (empty, single byte, odd, several cache lines).
+func TestCRCConcatMatchesChecksum(t *testing.T) {
+	seed := crcSeed(t)
+	r := rand.New(rand.NewPCG(seed, 0))
+	for i := range 300 {
+		a := make([]byte, []int{0, 1, 7, r.IntN(100), r.IntN(70_000)}[i%5])
+		b := make([]byte, []int{0, 1, 13, r.IntN(100), r.IntN(70_000)}[(i/5)%5])
+		for j := range a {
+			a[j] = byte(r.Uint32())
+		}
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		want := crc32.Checksum(append(append([]byte{}, a...), b...), castagnoli)
+		got := crcConcat(crc32.Checksum(a, castagnoli), crc32.Checksum(b, castagnoli), len(b))
+		if got != want {
+			t.Fatalf("seed %d, case %d (%d+%d bytes): joined %08x, whole %08x", seed, i, len(a), len(b), got, want)
+		}
+	}
+}
+
+// TestCRCWriterChecksumsWhatItAppends checks crcWriter against one checksum
+// of the bytes it appended, after a prefix it must not include.
+func TestCRCWriterChecksumsWhatItAppends(t *testing.T) {
+	seed := crcSeed(t)
+	r := rand.New(rand.NewPCG(seed, 1))
+	var dst bytes.Buffer
+	dst.WriteString("prefix")
+	w := crcWriter{dst: &dst}
+	for range 50 {
+		p := make([]byte, r.IntN(5000))
+		for j := range p {
+			p[j] = byte(r.Uint32())
+		}
+		if n, err := w.Write(p); n != len(p) || err != nil {
+			t.Fatalf("seed %d: Write = %d, %v", seed, n, err)
+		}
+	}
+	if want := crc32.Checksum(dst.Bytes()[len("prefix"):], castagnoli); w.crc != want {
+		t.Fatalf("seed %d: crcWriter has %08x, the appended bytes %08x", seed, w.crc, want)
+	}
+}
