@@ -3,6 +3,8 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -436,12 +438,81 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 	return parts, nil
 }
 
+// kaggRestorePerGoroutine is the number of keys below which a restore
+// stays on the calling goroutine: starting others costs more than it saves.
+const kaggRestorePerGoroutine = 1 << 16
+
 // Restore loads key groups saved by Snapshot. Each key must hash to the key
 // group it is filed under and appear once; anything else means the state
 // does not belong to this operator and is rejected. After an error the
 // instance must be discarded.
+//
+// Key groups have tables of their own, so a large state is restored on up
+// to GOMAXPROCS goroutines, each taking a run of parts with about the same
+// number of keys. Rebuilding hash tables is bound by memory traffic (the
+// new tables are twice the size of the state), which one core cannot
+// saturate; with -cpu 1 the same code runs on one goroutine.
 func (a *keyedAgg) Restore(parts []KeyGroupState) error {
 	defer a.syncSlots() // restoring grows tables
+	runs := kaggRestoreRuns(parts, runtime.GOMAXPROCS(0))
+	if len(runs) <= 1 {
+		return a.restoreParts(parts)
+	}
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, run := range runs {
+		wg.Go(func() { errs[i] = a.restoreParts(run) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err // the first in part order, as a serial restore reports
+		}
+	}
+	return nil
+}
+
+// kaggRestoreRuns splits parts into at most n contiguous runs of about
+// kaggRestorePerGoroutine keys or more each. It returns parts whole when
+// a key group appears twice: those parts share a table and must not be
+// restored concurrently (restorePart then reports the repeated keys).
+func kaggRestoreRuns(parts []KeyGroupState, n int) [][]KeyGroupState {
+	total := 0
+	var seen [keygroup.Count]bool
+	for _, p := range parts {
+		if p.Batch != nil {
+			total += int(p.Batch.NumRows())
+		}
+		if p.KeyGroup >= 0 && p.KeyGroup < keygroup.Count {
+			if seen[p.KeyGroup] {
+				return [][]KeyGroupState{parts}
+			}
+			seen[p.KeyGroup] = true
+		}
+	}
+	n = min(n, total/kaggRestorePerGoroutine, len(parts))
+	if n <= 1 {
+		return [][]KeyGroupState{parts}
+	}
+	runs := make([][]KeyGroupState, 0, n)
+	start, acc := 0, 0
+	for i, p := range parts {
+		if p.Batch != nil {
+			acc += int(p.Batch.NumRows())
+		}
+		// Close the run once it holds its share of all keys so far.
+		if len(runs) < n-1 && acc*n >= total*(len(runs)+1) {
+			runs = append(runs, parts[start:i+1])
+			start = i + 1
+		}
+	}
+	if start < len(parts) {
+		runs = append(runs, parts[start:])
+	}
+	return runs
+}
+
+func (a *keyedAgg) restoreParts(parts []KeyGroupState) error {
 	for _, p := range parts {
 		if err := a.restorePart(p); err != nil {
 			return fmt.Errorf("keyed aggregation: restoring key group %d: %w", p.KeyGroup, err)

@@ -223,8 +223,11 @@ func BenchmarkSnapshotEncode(b *testing.B) {
 }
 
 // BenchmarkRestoreDecode is the restore side: decoding the blob of ~1M keys
-// and restoring it into a fresh instance. "shared" decodes without copying
-// (DecodeAllShared, the restore path), "copy" into allocator memory.
+// and restoring it into a fresh instance. "copy" decodes into allocator
+// memory (DecodeAll, what the executors do, so the batches are accounted to
+// their allocator); "shared" decodes without copying (DecodeAllShared).
+// Both the checksum and the restore spread over GOMAXPROCS goroutines: run
+// with -cpu 1,2 to see one core and two.
 func BenchmarkRestoreDecode(b *testing.B) {
 	op := benchState(b)
 	parts, err := op.Snapshot()

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -65,5 +66,30 @@ func TestCRCWriterChecksumsWhatItAppends(t *testing.T) {
 	}
 	if want := crc32.Checksum(dst.Bytes()[len("prefix"):], castagnoli); w.crc != want {
 		t.Fatalf("seed %d: crcWriter has %08x, the appended bytes %08x", seed, w.crc, want)
+	}
+}
+
+// TestChecksumCopyInPieces checks the split checksum (and copy) against
+// the plain one for lengths around the piece and chunk boundaries, on as
+// many goroutines as the split allows.
+func TestChecksumCopyInPieces(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	seed := crcSeed(t)
+	r := rand.New(rand.NewPCG(seed, 2))
+	src := make([]byte, 4*checksumPerGoroutine+3*copyChunk+17)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	for _, n := range []int{0, 1, copyChunk - 1, copyChunk + 1, 2*checksumPerGoroutine - 1,
+		2 * checksumPerGoroutine, 3*checksumPerGoroutine + copyChunk/2, len(src)} {
+		want := crc32.Checksum(src[:n], castagnoli)
+		if got := checksumCopy(src[:n], nil); got != want {
+			t.Fatalf("seed %d, %d bytes: checksum %08x, want %08x", seed, n, got, want)
+		}
+		dst := make([]byte, n)
+		if got := checksumCopy(src[:n], dst); got != want || !bytes.Equal(dst, src[:n]) {
+			t.Fatalf("seed %d, %d bytes: checksum while copying %08x (want %08x), copy equal: %v",
+				seed, n, got, want, bytes.Equal(dst, src[:n]))
+		}
 	}
 }
