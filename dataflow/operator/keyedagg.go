@@ -406,6 +406,9 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 // in slot order. It is a sequential scan of the tables, so it costs about
 // as much as reading the state's memory once.
 func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
+	if a.snapBufs == nil {
+		return nil, errors.New("keyed aggregation: snapshot of an instance not open (before Open or after Close)")
+	}
 	if a.nChanged > 0 {
 		return nil, fmt.Errorf("keyed aggregation: snapshot with %d changed keys not flushed; call Flush first", a.nChanged)
 	}
@@ -417,9 +420,7 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 			keep += 3 * (((n+1)*8 + 63) &^ 63)
 		}
 	}
-	if a.snapBufs != nil { // nil before Open: no key group owned
-		a.snapBufs.setKeep(keep)
-	}
+	a.snapBufs.setKeep(keep)
 	var parts []KeyGroupState
 	for kg := a.owned.Start; kg < a.owned.End; kg++ {
 		t := a.tables[kg]
@@ -427,12 +428,15 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 			continue
 		}
 		// Small allocations, one group at a time. (One large allocation
-		// for all groups measured no faster.) compact writes every value,
-		// so memory recycled by snapBufs needs no clearing.
+		// for all groups measured no faster.) compact writes every value
+		// but perhaps the spare one, which the IPC writer may still copy
+		// out with the buffer: it is zeroed so that memory recycled by
+		// snapBufs needs no clearing and equal states encode to equal bytes.
 		keyArr, kv := helpAllocInt64(a.snapBufs, t.n, 1)
 		cntArr, cv := helpAllocInt64(a.snapBufs, t.n, 1)
 		sumArr, sv := helpAllocInt64(a.snapBufs, t.n, 1)
 		t.compact(kv, cv, sv)
+		kv[t.n], cv[t.n], sv[t.n] = 0, 0, 0
 		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)})
 	}
 	return parts, nil
