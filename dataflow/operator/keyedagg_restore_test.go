@@ -11,6 +11,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 // ktLargeState returns the parts of a snapshot of 300k distinct keys: big
@@ -41,7 +42,7 @@ func TestKeyedAggRestoreOnSeveralGoroutines(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := ktSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 7))
 	parts := ktLargeState(t, mem, r)
 	defer operator.ReleaseStates(parts)

@@ -15,6 +15,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
 	"github.com/rewind-engine/rewind/dataflow/state"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 // ktCountingAlloc counts the allocations that reach the allocator.
@@ -55,7 +56,7 @@ func ktSameState(a, b map[int][][]int64) bool {
 func TestKeyedAggSnapshotReusesReleasedMemory(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := ktSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	ca := &ktCountingAlloc{Allocator: mem}
 	op := ktOpen(t, ca, keygroup.All)
@@ -104,7 +105,7 @@ func TestKeyedAggSnapshotReusesReleasedMemory(t *testing.T) {
 func TestKeyedAggSnapshotReleasedAfterClose(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := ktSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	op := ktOpen(t, mem, keygroup.All)
 	var wg sync.WaitGroup
@@ -135,7 +136,7 @@ func TestKeyedAggSnapshotReleasedAfterClose(t *testing.T) {
 func TestKeyedAggSnapshotsOfOneStateEncodeAlike(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := ktSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 3))
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close() // also when a check fails; Close twice is allowed

@@ -3,9 +3,7 @@ package operator_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 var ktSpec = operator.KeyedAggSpec{KeyColumn: "key", SumColumn: "value"}
@@ -292,20 +291,6 @@ func TestKeyedAggLargeFlush(t *testing.T) {
 	}
 }
 
-// ktSeed returns a random seed, or REWIND_TEST_SEED to replay a failure.
-func ktSeed(t *testing.T) uint64 {
-	t.Helper()
-	s := os.Getenv("REWIND_TEST_SEED")
-	if s == "" {
-		return rand.Uint64()
-	}
-	seed, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
-	}
-	return seed
-}
-
 // ktModel is the obvious reference for the keyed aggregation.
 type ktModel map[int64][2]int64
 
@@ -349,7 +334,7 @@ func ktRandomSteps(r *rand.Rand, m ktModel) []optest.Step {
 func TestKeyedAggSnapshotRestoreProperty(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := ktSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	for i := range 100 {
 		caseSeed := r.Uint64()
@@ -409,7 +394,7 @@ func TestKeyedAggRejectsBatchOfAnotherSchema(t *testing.T) {
 func TestKeyedAggFlushOrderAcrossPatterns(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	seed := ktSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()

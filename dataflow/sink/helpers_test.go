@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"go.uber.org/goleak"
+
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 // testLayout has a two-column write key, a payload and the version, with
@@ -35,24 +36,11 @@ func testLayout() Layout {
 
 var formats = []Format{Parquet, CSV}
 
-// newRand returns a seeded generator. The seed is random unless
-// REWIND_TEST_SEED is set, and is logged when the test fails so a failure
-// can be replayed.
+// newRand returns a generator seeded by testseed (REWIND_TEST_SEED replays
+// a failure; a failing test logs its seed).
 func newRand(t testing.TB) (*rand.Rand, uint64) {
 	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("REWIND_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("seed %d (rerun with REWIND_TEST_SEED=%d)", seed, seed)
-		}
-	})
+	seed := testseed.Seed(t)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed
 }
 

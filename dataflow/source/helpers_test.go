@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.uber.org/goleak"
+
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: push
@@ -152,20 +152,9 @@ func (c *fakeClock) options(seed int64) Options {
 	return Options{DefaultSeed: seed, Now: c.Now, Sleep: c.Sleep}
 }
 
-// testSeed returns the seed of a randomised test: REWIND_TEST_SEED when set
-// (to replay a failure), otherwise a fresh one. It is always logged, and the
-// log of a failing test is printed, so every failure names the seed that
-// replays it.
+// testSeed returns the seed of a randomised test (testseed: REWIND_TEST_SEED
+// replays a failure, and a failing test logs its seed).
 func testSeed(t testing.TB) int64 {
 	t.Helper()
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("REWIND_TEST_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed=%d (replay with REWIND_TEST_SEED=%d)", seed, seed)
-	return seed
+	return int64(testseed.Seed(t))
 }

@@ -4,31 +4,17 @@ import (
 	"bytes"
 	"hash/crc32"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
-)
 
-// crcSeed returns a random seed, or REWIND_TEST_SEED to replay a failure.
-func crcSeed(t *testing.T) uint64 {
-	t.Helper()
-	s := os.Getenv("REWIND_TEST_SEED")
-	if s == "" {
-		return rand.Uint64()
-	}
-	seed, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
-	}
-	return seed
-}
+	"github.com/rewind-engine/rewind/dataflow/testseed"
+)
 
 // TestCRCConcatMatchesChecksum checks that joining the checksums of two
 // pieces gives the checksum of the whole, for random pieces of every
 // length class (empty, single byte, odd, several cache lines).
 func TestCRCConcatMatchesChecksum(t *testing.T) {
-	seed := crcSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	for i := range 300 {
 		a := make([]byte, []int{0, 1, 7, r.IntN(100), r.IntN(70_000)}[i%5])
@@ -50,7 +36,7 @@ func TestCRCConcatMatchesChecksum(t *testing.T) {
 // TestCRCWriterChecksumsWhatItAppends checks crcWriter against one checksum
 // of the bytes it appended, after a prefix it must not include.
 func TestCRCWriterChecksumsWhatItAppends(t *testing.T) {
-	seed := crcSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	var dst bytes.Buffer
 	dst.WriteString("prefix")
@@ -74,7 +60,7 @@ func TestCRCWriterChecksumsWhatItAppends(t *testing.T) {
 // many goroutines as the split allows.
 func TestChecksumCopyInPieces(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	seed := crcSeed(t)
+	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 2))
 	src := make([]byte, 4*checksumPerGoroutine+3*copyChunk+17)
 	for i := range src {
