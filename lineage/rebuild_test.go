@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,15 +18,8 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
-
-// testSeed picks the seed of the randomised tests; it is logged so a
-// failure can be replayed by pinning it here.
-func testSeed(t testing.TB) uint64 {
-	s := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", s)
-	return s
-}
 
 func openGen(t testing.TB, spec string) source.Source {
 	t.Helper()
@@ -177,7 +169,9 @@ func runFirstOf(t testing.TB, rng *rand.Rand, j *job.Job, input string, src sour
 				pos = p.Offset
 				in = append(in, b)
 			}
-			d := Derivation{ID: PieceID(fmt.Sprintf("%s/%d", name, start)), Worker: WorkerID(n % workers), Steps: steps,
+			// The piece number keeps ids unique: an empty piece starts
+			// where the next one does.
+			d := Derivation{ID: PieceID(fmt.Sprintf("%s/%d#%d", name, start, n)), Worker: WorkerID(n % workers), Steps: steps,
 				Input: &InputRange{Input: input, Partition: pi, Start: source.Position{Partition: name, Offset: start}, End: pos}}
 			n++
 			if err := f.g.Add(d); err != nil {
@@ -195,7 +189,7 @@ func runFirstOf(t testing.TB, rng *rand.Rand, j *job.Job, input string, src sour
 // piece rebuilt from its derivation equals the piece the first run built:
 // same schema, same rows, same order, compared value by value.
 func TestRebuildIdentical(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0x6c696e65))
 	cases := []struct {
 		job   string
@@ -270,7 +264,7 @@ func TestRebuildIdentical(t *testing.T) {
 // over filter pieces, part of them materialised; lose one worker and
 // rebuild everything downstream still needs, fetching available parents.
 func TestRebuildThroughParents(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
