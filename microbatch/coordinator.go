@@ -663,7 +663,7 @@ func (c *coordinator) killWorker(cr *fault.Crash) {
 		return
 	}
 	w := c.workers[cr.Worker]
-	if w.killed.Load() {
+	if w.dead() {
 		c.met.crash(fmt.Sprintf("worker %d killed (%s) while already down", cr.Worker, cr.Spec), time.Now(), nil)
 		return
 	}
@@ -683,7 +683,7 @@ func (c *coordinator) killWorker(cr *fault.Crash) {
 
 func (c *coordinator) anyDead() bool {
 	for _, w := range c.workers {
-		if w.killed.Load() {
+		if w.dead() {
 			return true
 		}
 	}
@@ -701,7 +701,7 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	c.takeDeaths()
 	var need []int
 	for _, w := range c.workers {
-		if w.killed.Load() {
+		if w.dead() {
 			w.teardown()
 			need = append(need, w.id)
 		} else if r.Rollback {
@@ -992,8 +992,15 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 				return WorkerLost{Now: time.Now()}, err
 			}
 		}
-		for _, err := range errs {
-			if err != nil && !errors.Is(err, errWorkerKilled) {
+		for i, err := range errs {
+			switch {
+			case errors.Is(err, errWorkerKilled):
+				// Only the work of a dead worker stops so, and the repair
+				// above clears what a dead worker said. Going on would run
+				// the batch without the input the subtask did not take.
+				return nil, fmt.Errorf("internal error: batch %d: stage %s of worker %d stopped as killed, but no worker is dead",
+					c.cur.Batch, c.topo.stages[si].ID, i)
+			case err != nil:
 				return nil, err
 			}
 		}
@@ -1433,7 +1440,7 @@ func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
 	defer ls.release()
 	for _, id := range ids {
 		var keep *worker
-		if old := c.workers[id]; !old.killed.Load() {
+		if old := c.workers[id]; !old.dead() {
 			keep = old
 		}
 		w, err := c.newWorker(ctx, id, ls, keep)

@@ -198,12 +198,12 @@ type lostPieceMetrics struct {
 // instead (rerun-batch, or nobody survives to rebuild on).
 func (c *coordinator) recoverLostPieces(ctx context.Context, se *stageEnv, done int, errs []error) (bool, error) {
 	for i, err := range errs {
-		if err != nil && !errors.Is(err, errWorkerKilled) && !c.workers[i].killed.Load() {
+		if err != nil && !errors.Is(err, errWorkerKilled) && !c.workers[i].dead() {
 			return false, err
 		}
 	}
 	for i := range errs {
-		if c.workers[i].killed.Load() {
+		if c.workers[i].dead() {
 			errs[i] = nil // what a dead worker said dies with it
 		}
 	}
@@ -339,7 +339,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 // deadAndAlive splits the workers by whether they were killed.
 func (c *coordinator) deadAndAlive() (dead, alive []lineage.WorkerID) {
 	for _, w := range c.workers {
-		if w.killed.Load() {
+		if w.dead() {
 			dead = append(dead, lineage.WorkerID(w.id))
 		} else {
 			alive = append(alive, lineage.WorkerID(w.id))

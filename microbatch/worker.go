@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -102,9 +101,14 @@ func newTopology(j *job.Job, sources map[string]source.Source, workers int) (*to
 // operator stage, one sink subtask. Everything here is memory that dies
 // with the worker.
 type worker struct {
-	id      int
-	killed  atomic.Bool
-	stop    chan struct{} // closed when killed or torn down
+	id int
+	// stop is closed when the worker is killed or torn down. It is the only
+	// record of a death: work that stops because it is closed returns
+	// errWorkerKilled, and dead reads the same channel, so the coordinator
+	// can never see such a stop while the worker still looks alive. (A
+	// separate flag set after the close let a batch that had lost part of
+	// its input go on as if complete, and commit.)
+	stop    chan struct{}
 	once    sync.Once
 	readers []*partReader
 	rctx    context.Context // the readers' context
@@ -117,11 +121,18 @@ type worker struct {
 	writer sink.Writer
 }
 
-func (w *worker) kill() bool {
-	first := false
-	w.once.Do(func() { close(w.stop); first = true })
-	w.killed.Store(true)
-	return first
+func (w *worker) kill() {
+	w.once.Do(func() { close(w.stop) })
+}
+
+// dead reports whether the worker was killed or torn down.
+func (w *worker) dead() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // queueOf returns the queue of global partition g if this worker owns it.
@@ -301,7 +312,7 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 					if b == nil || b.NumRows() == 0 {
 						continue
 					}
-					if w.killed.Load() {
+					if w.dead() {
 						return errWorkerKilled
 					}
 					if err := op.Process(e.Port, b, collect); err != nil {
