@@ -86,14 +86,19 @@ func (t *kaggTable) insertNew(kg int, keys, counts, sums []int64) error {
 			return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
 		}
 	}
-	seen := make(map[int64]bool, len(keys))
-	for _, k := range keys {
-		if seen[k] {
-			return fmt.Errorf("key %d appears twice", k)
+	// A key is stored twice: within these keys or also in an earlier part
+	// of the same key group. The table holds both copies; find one.
+	seen := make(map[int64]bool, t.n)
+	for _, e := range t.slots {
+		if e.count == 0 {
+			continue
 		}
-		seen[k] = true
+		if seen[e.key] {
+			return fmt.Errorf("key %d appears twice", e.key)
+		}
+		seen[e.key] = true
 	}
-	return errors.New("a key appears twice") // also in an earlier part
+	return errors.New("a key appears twice")
 }
 
 // kaggPlace is insertNew's loop. It returns a non-zero flag when a key is

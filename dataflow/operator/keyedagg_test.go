@@ -208,7 +208,7 @@ func TestKeyedAggRestoreRejectsBadState(t *testing.T) {
 	}{
 		{"wrong key group", 6, [][]int64{{k5, 1, 1}}, "belongs to key group 5"},
 		{"not owned", 100, [][]int64{{ktKeyInGroup(100), 1, 1}}, "not owned"},
-		{"duplicate key", 5, [][]int64{{k5, 1, 1}, {k5, 2, 2}}, "twice"},
+		{"duplicate key", 5, [][]int64{{k5, 1, 1}, {k5, 2, 2}}, fmt.Sprintf("key %d appears twice", k5)},
 		{"zero count", 5, [][]int64{{k5, 0, 1}}, "count 0"},
 	} {
 		op := ktOpen(t, mem, keygroup.RangeFor(0, 2))
