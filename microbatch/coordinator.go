@@ -741,14 +741,7 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if r.Rollback && r.Failed >= 0 && c.cur != nil {
 		reprocessed = c.cur.rows()
 	}
-	c.recMu.Lock()
-	recs := c.pendingRecoveries
-	c.pendingRecoveries = nil
-	c.recMu.Unlock()
-	var primary *recovery
-	if len(recs) > 0 {
-		primary = recs[0]
-	}
+	primary := c.takeRecoveries()
 	c.met.recovered(primary, start, time.Now(), reprocessed)
 	return Rebuilt{Now: time.Now()}, nil
 }
@@ -1453,6 +1446,19 @@ func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
 		c.startReaders(ctx, w)
 	}
 	return nil
+}
+
+// takeRecoveries clears the crashes pending repair and returns the first,
+// which the repair under way bills (nil if none).
+func (c *coordinator) takeRecoveries() *recovery {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	recs := c.pendingRecoveries
+	c.pendingRecoveries = nil
+	if len(recs) == 0 {
+		return nil
+	}
+	return recs[0]
 }
 
 // takeDeaths consumes the death notification the repair under way handles

@@ -319,14 +319,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 		}
 	}
 
-	c.recMu.Lock()
-	recs := c.pendingRecoveries
-	c.pendingRecoveries = nil
-	c.recMu.Unlock()
-	var primary *recovery
-	if len(recs) > 0 {
-		primary = recs[0]
-	}
+	primary := c.takeRecoveries()
 	m := res.Metrics
 	c.met.recovered(primary, start, time.Now(), m.RecordsReread)
 	c.met.lostPieces(lostPieceReport{

@@ -251,10 +251,7 @@ func checksumCopy(src, dst []byte) uint32 {
 		return checksumCopyPiece(src, dst)
 	}
 	piece := (len(src)/n + copyChunk - 1) / copyChunk * copyChunk
-	crcs := make([]uint32, 0, n)
-	for off := 0; off < len(src); off += piece {
-		crcs = append(crcs, 0)
-	}
+	crcs := make([]uint32, (len(src)+piece-1)/piece) // at most n pieces
 	var wg sync.WaitGroup
 	for i := range crcs {
 		off := i * piece
