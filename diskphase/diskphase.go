@@ -1,6 +1,7 @@
 package diskphase
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +15,8 @@ import (
 // value is the CLI's configuration; the fields exist for tests and
 // benchmarks.
 type Executor struct {
-	// RunID names the run's namespace in durable storage; empty means a
-	// fresh one (UTC time plus random bits) per Run.
+	// RunID names the run's namespace in durable storage; an earlier run's
+	// id resumes it. Empty: run.Config.RunID, else a new id per Run.
 	RunID string
 	// Compression of materialised files; empty means none on a local
 	// directory and snappy on S3 (see defaultCompressionFor).
@@ -100,10 +101,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 	if readBatch <= 0 {
 		readBatch = DefaultReadBatchRows
 	}
-	runID := e.RunID
-	if runID == "" {
-		runID = run.NewRunID()
-	}
+	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
 	if runID == "" || strings.ContainsAny(runID, "/\\ ") || strings.HasPrefix(runID, ".") {
 		return nil, fmt.Errorf("run id %q: use letters, digits, '-' and '_'", runID)
 	}

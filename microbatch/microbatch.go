@@ -1,6 +1,7 @@
 package microbatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,8 +42,8 @@ type Options struct {
 	// FullSnapshotEvery is the distance between full state snapshots (0:
 	// default).
 	FullSnapshotEvery int
-	// RunID names the run's namespace in storage. Empty: a new unique id,
-	// so every run starts fresh; give an earlier run's id to resume it.
+	// RunID names the run's namespace in durable storage; an earlier run's
+	// id resumes it. Empty: run.Config.RunID, else a new id per Run.
 	RunID string
 	// PrefetchRecords and ReadBatchRows tune the readers (0: default).
 	PrefetchRecords int64
@@ -176,10 +177,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("microbatch: %w", err)
 	}
-	runID := e.RunID
-	if runID == "" {
-		runID = run.NewRunID()
-	}
+	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
 	if !validStageID(runID) {
 		return nil, fmt.Errorf("microbatch: run id %q: use letters, digits, _ and - only", runID)
 	}

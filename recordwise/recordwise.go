@@ -1,6 +1,7 @@
 package recordwise
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -29,8 +30,8 @@ var (
 // Options are the recordwise settings beyond run.Config. The zero value
 // uses the defaults above.
 type Options struct {
-	// RunID names the run's namespace in storage. Empty: a new unique id,
-	// so every run starts fresh.
+	// RunID names the run's namespace in durable storage; an earlier run's
+	// id resumes it. Empty: run.Config.RunID, else a new id per Run.
 	RunID string
 	// BufferRows, ChannelBuffers and ReadRows override the defaults.
 	BufferRows     int
@@ -139,10 +140,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 	if err != nil {
 		return nil, nil, fmt.Errorf("recordwise: %w", err)
 	}
-	runID := e.RunID
-	if runID == "" {
-		runID = run.NewRunID()
-	}
+	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
 	if !validName(runID) {
 		return nil, nil, fmt.Errorf("recordwise: run id %q: use letters, digits, '.', '_' and '-' only", runID)
 	}

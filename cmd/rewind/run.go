@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -61,7 +63,12 @@ type runFlags struct {
 	bufferTimeout, cpTimeout     time.Duration
 	detectDelay, jobInterval     time.Duration
 	lostPieceRecovery            string
+	resume                       string
 }
+
+// resumeRecorded is --resume given without a value: continue the run
+// recorded in the output directory. It cannot be a run id.
+const resumeRecorded = "@output"
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	f := &runFlags{}
@@ -71,8 +78,9 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		Example: `  rewind run                                   # keyed-count on 1M generated records
   rewind run --job windowed-sum --window 500ms --summary json
   rewind run --job join --input orders=gen:records=5000,seed=1 --input payments=gen:records=5000,seed=2
-  rewind run --job etl --input file:./data --output out --output-format csv`,
-		Args: cobra.NoArgs,
+  rewind run --job etl --input file:./data --output out --output-format csv
+  rewind run --executor microbatch --resume    # continue the run whose output is in rewind-out`,
+		Args: f.resumeArg,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, stdout, stderr) },
 	}
 	fl := cmd.Flags()
@@ -84,6 +92,8 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.progress, "progress", "", "progress events: json (one line each on stderr); default none")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
 	fl.BoolVar(&f.listFailPoints, "list-fail-points", false, "list the named crash points of --executor and exit")
+	fl.StringVar(&f.resume, "resume", "", "continue run `RUN_ID` after its process died: same flags, same --output and --storage; without a value, the run recorded in --output")
+	fl.Lookup("resume").NoOptDefVal = resumeRecorded
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
 	f.addJobFlags(fl)
 	return cmd
@@ -250,21 +260,97 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	ctx := cmd.Context()
 	policy := run.OutputRequireEmpty
-	if f.overwrite {
+	switch {
+	case f.resume != "":
+		if err := f.resumeRun(exec, &cfg); err != nil {
+			return err
+		}
+		policy = run.OutputResume
+	case f.overwrite:
 		policy = run.OutputOverwrite
+	}
+	if cfg.RunID == "" && exec.Name() != "reference" {
+		cfg.RunID = run.NewRunID()
 	}
 	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference", policy)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
+	if cfg.RunID != "" {
+		if f.resume != "" {
+			fmt.Fprintf(stderr, "rewind: resuming run %s from %s\n", cfg.RunID, cfg.Storage)
+		} else {
+			// Written before any output, so a process that dies at any
+			// later moment leaves a directory --resume can continue.
+			if err := run.WriteRunRecord(cfg.Output, run.RecordOf(cfg)); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
+		}
+	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
 	s, err := run.Execute(ctx, exec, env)
 	if err != nil {
 		return err
 	}
+	if f.resume != "" {
+		s.Resumed = true
+		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
+	}
 	if f.summary == "json" {
 		return s.WriteJSON(stdout)
 	}
 	return s.WriteText(stdout)
+}
+
+// resumeArg takes the run id of "--resume RUN_ID": --resume may go without
+// a value, so the flag parser leaves a value after a space as an argument.
+// `run` takes no other argument.
+func (f *runFlags) resumeArg(cmd *cobra.Command, args []string) error {
+	if f.resume == resumeRecorded && len(args) == 1 {
+		f.resume = args[0]
+		return nil
+	}
+	return cobra.NoArgs(cmd, args)
+}
+
+// resumeRun checks that --resume may continue a run into cfg.Output and
+// sets cfg.RunID to that run. A run resumes only into the directory it was
+// writing, reading the same inputs: the rows it emitted before its newest
+// recovery point are there and are not produced again.
+func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) error {
+	if exec.Name() == "reference" {
+		return usagef("invalid --resume: the reference executor keeps no recovery points; give the --executor the run used")
+	}
+	if f.overwrite {
+		return usagef("invalid --resume with --overwrite: resuming continues the output in %s, and clearing it would lose the rows written before the recovery point", cfg.Output)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Inputs)) {
+		if strings.HasPrefix(cfg.Inputs[name], "push:") {
+			return usagef("invalid --resume: input %s is a push source, which cannot be re-read, so what the stopped process had received is gone; start a new run", name)
+		}
+	}
+	if f.resume != resumeRecorded && !run.ValidRunID(f.resume) {
+		return usagef("invalid --resume %q: a run id has letters, digits, '_' and '-' only (the run prints its id when it starts; `rewind inspect` lists them)", f.resume)
+	}
+	rec, err := run.ReadRunRecord(cfg.Output)
+	switch {
+	case errors.Is(err, run.ErrNoRunRecord):
+		return usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
+	case err != nil:
+		return usageError{fmt.Errorf("invalid --resume: %w", err)}
+	}
+	id := f.resume
+	if id == resumeRecorded {
+		id = rec.RunID
+	}
+	if id != rec.RunID {
+		return usagef("invalid --resume %s: output directory %s holds the output of run %s; resume that run, or give the --output that run %s wrote", id, cfg.Output, rec.RunID, id)
+	}
+	if d := rec.Differences(*cfg); len(d) > 0 {
+		return usagef("invalid --resume %s: flags differ from the run's: %s; a resumed run must read the same input and write the same output", id, strings.Join(d, "; "))
+	}
+	cfg.RunID = id
+	return nil
 }

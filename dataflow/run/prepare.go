@@ -197,6 +197,10 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	// still reach the --progress destination, if there is one.
 	hist := NewHistory(env.Config.Progress)
 	env.Config.Progress = hist
+	if env.Config.RunID == "" && exec.Name() != "reference" {
+		env.Config.RunID = NewRunID()
+	}
+	cfg.RunID = env.Config.RunID
 	s, err := exec.Run(ctx, env)
 	env.Config.Progress = cfg.Progress
 	if err != nil {
@@ -210,6 +214,9 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	}
 	if exec.Name() == "reference" {
 		s.Parallelism = 1
+	} else {
+		id := cfg.RunID
+		s.RunID = &id
 	}
 	hist.Fold(s)
 	if err := Finish(env, s); err != nil {

@@ -60,6 +60,11 @@ type Config struct {
 	LostPieceRecovery string
 	Fails             []fault.Spec
 	Seed              int64
+	// RunID names the run's namespace in durable storage. The CLI sets it
+	// (a new id, or the one --resume continues); empty means Execute picks
+	// a new one. An executor resumes from whatever its storage holds under
+	// that id.
+	RunID string
 	// Progress receives one JSON line per progress event when non-nil.
 	Progress io.Writer
 }

@@ -23,6 +23,15 @@ type Summary struct {
 	Inputs       map[string]string `json:"inputs"`
 	Output       string            `json:"output"`
 	Parallelism  int               `json:"parallelism"`
+	// RunID is the run's namespace in durable storage, the value that
+	// `rewind run --resume` takes; null for the reference executor, which
+	// keeps nothing there.
+	RunID *string `json:"run_id"`
+	// Resumed says this process continued a run whose earlier process
+	// died (--resume). Its counts cover this process only: what the earlier
+	// process read after its newest recovery point was read again, and how
+	// much that was is not known here, so no recovery bill is made up.
+	Resumed bool `json:"resumed"`
 
 	// RecordsIn counts input records read, replays included.
 	RecordsIn int64 `json:"records_in"`
@@ -132,7 +141,11 @@ func (s *Summary) WriteText(w io.Writer) error {
 	if s.Barriers != nil {
 		fmt.Fprintf(&b, " (%s barriers)", *s.Barriers)
 	}
-	fmt.Fprintf(&b, ", sink %s/%s -> %s\n", s.SinkMode, s.OutputFormat, s.Output)
+	fmt.Fprintf(&b, ", sink %s/%s -> %s", s.SinkMode, s.OutputFormat, s.Output)
+	if s.RunID != nil {
+		fmt.Fprintf(&b, ", run %s", *s.RunID)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "  read %d records, wrote %d rows (%d visible, %d after resolving, %d duplicates)\n",
 		s.RecordsIn, s.RowsOut, s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows)
 	fmt.Fprintf(&b, "  wall %.0f ms, %.0f records/s\n", s.WallMs, s.ThroughputRPS)

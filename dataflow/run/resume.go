@@ -1,0 +1,143 @@
+package run
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/job"
+)
+
+// RunRecordName is the file in an output directory that names the run
+// writing it. It starts with "_", so resolution never reads it as data.
+//
+// Resuming a run needs more than its recovery points in durable storage:
+// rows the run emitted before its newest recovery point sit in the output
+// directory (published files, staged epochs, the idempotent store) and are
+// not produced again. So a run may only be resumed into the directory it
+// was writing, with the inputs and job it started with; the record is how
+// `rewind run --resume` checks both.
+const RunRecordName = "_rewind-run.json"
+
+// RunRecord is what RunRecordName holds.
+type RunRecord struct {
+	RunID        string            `json:"run_id"`
+	Executor     string            `json:"executor"`
+	Job          string            `json:"job"`
+	Params       job.Params        `json:"params"`
+	Inputs       map[string]string `json:"inputs"`
+	SinkMode     string            `json:"sink_mode"`
+	OutputFormat string            `json:"output_format"`
+	Storage      string            `json:"storage"`
+	Started      time.Time         `json:"started"`
+}
+
+// RecordOf is the record of a run of cfg, started now.
+func RecordOf(cfg Config) RunRecord {
+	return RunRecord{RunID: cfg.RunID, Executor: cfg.Executor, Job: cfg.Job, Params: cfg.Params,
+		Inputs: cfg.Inputs, SinkMode: string(cfg.SinkMode), OutputFormat: string(cfg.OutputFormat),
+		Storage: cfg.Storage, Started: time.Now().UTC()}
+}
+
+// Differences lists, as flag names with both values, where a run of cfg
+// would not continue the run r records. Parallelism and the timing flags
+// may change on a resume (each executor says whether it can rescale); what
+// the output is made of may not.
+func (r RunRecord) Differences(cfg Config) []string {
+	var out []string
+	diff := func(flag, was, now string) {
+		if was != now {
+			out = append(out, fmt.Sprintf("%s was %q, now %q", flag, was, now))
+		}
+	}
+	diff("--executor", r.Executor, cfg.Executor)
+	diff("--job", r.Job, cfg.Job)
+	if !maps.Equal(r.Inputs, cfg.Inputs) {
+		out = append(out, fmt.Sprintf("--input was %s, now %s", inputsText(r.Inputs), inputsText(cfg.Inputs)))
+	}
+	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
+	diff("--window", ms(r.Params.Window), ms(cfg.Params.Window))
+	diff("--join-window", ms(r.Params.JoinWindow), ms(cfg.Params.JoinWindow))
+	diff("--max-disorder", ms(r.Params.MaxDisorder), ms(cfg.Params.MaxDisorder))
+	diff("--sink-mode", r.SinkMode, string(cfg.SinkMode))
+	diff("--output-format", r.OutputFormat, string(cfg.OutputFormat))
+	diff("--storage", r.Storage, cfg.Storage)
+	return out
+}
+
+func inputsText(in map[string]string) string {
+	parts := make([]string, 0, len(in))
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		parts = append(parts, name+"="+in[name])
+	}
+	return strings.Join(parts, " ")
+}
+
+// ErrNoRunRecord is ReadRunRecord's error for a directory without one.
+var ErrNoRunRecord = errors.New("no run record")
+
+// ReadRunRecord reads the record of the run that writes dir.
+func ReadRunRecord(dir string) (RunRecord, error) {
+	var r RunRecord
+	b, err := os.ReadFile(filepath.Join(dir, RunRecordName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return r, ErrNoRunRecord
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.RunID == "" {
+		return r, fmt.Errorf("%s in %s is not a run record (%v): was it edited by hand?", RunRecordName, dir, err)
+	}
+	return r, nil
+}
+
+// WriteRunRecord writes r into dir, atomically: a reader (or a resume after
+// a crash) sees the whole record or none.
+func WriteRunRecord(dir string, r RunRecord) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".rewind-run-*")
+	if err != nil {
+		return fmt.Errorf("writing run record: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, RunRecordName))
+	}
+	if err != nil {
+		return fmt.Errorf("writing run record: %w", err)
+	}
+	return nil
+}
+
+// ValidRunID reports whether id can name a run in every executor's storage
+// layout: letters, digits, '_' and '-'.
+func ValidRunID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
