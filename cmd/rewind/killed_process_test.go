@@ -369,6 +369,7 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 		if try == earlyTries {
 			t.Fatalf("%d times the first process was to die before its first complete recovery point, and each time storage held one", try)
 		}
+		t.Logf("try %d missed the moment before the first complete recovery point; again", try)
 	}
 
 	resume := "--resume=" + id
