@@ -1,0 +1,504 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
+)
+
+// The strongest crash test: the whole `rewind run` process is SIGKILLed,
+// as an operator's machine losing power would, then the same command is run
+// again with --resume and the output must equal the reference executor's.
+// Nothing of the first process survives but what it made durable: its
+// storage and its output directory. The test binary re-executes itself as
+// the CLI (cliChildEnv), so the child is the real command with its own
+// flag parsing, signal handling and exit code.
+
+// cliChildEnv makes TestMain run the CLI instead of the tests.
+const cliChildEnv = "REWIND_TEST_RUN_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(cliChildEnv) == "1" {
+		main() // exits with the CLI's code
+	}
+	os.Exit(m.Run())
+}
+
+// runIDLine is what every non-reference run prints on stderr at start: a
+// new run names its id and how to resume it, a resumed one the id it
+// continues.
+var runIDLine = regexp.MustCompile(`(?m)^rewind: (?:run (\S+) \(if this process dies, resume with --resume (\S+)\)|resuming run (\S+) from )`)
+
+// cliProcess is one `rewind` child process in its own process group.
+type cliProcess struct {
+	cmd     *exec.Cmd
+	stdout  bytes.Buffer // read only after exited is closed
+	stderr  *stderrWatch
+	exited  chan struct{}
+	state   *os.ProcessState
+	started time.Time // just before the process was started
+}
+
+// stderrWatch keeps the child's stderr and signals the run id line.
+type stderrWatch struct {
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	id       string
+	resuming bool // the line says "resuming run"
+	idSeen   chan struct{}
+}
+
+func (w *stderrWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.id == "" {
+		if m := runIDLine.FindSubmatch(w.buf.Bytes()); m != nil {
+			w.id, w.resuming = string(m[1]), len(m[3]) > 0
+			if w.resuming {
+				w.id = string(m[3])
+			} else if string(m[2]) != w.id {
+				w.id = "(the line names two ids: " + string(m[0]) + ")"
+			}
+			close(w.idSeen)
+		}
+	}
+	return len(p), nil
+}
+
+func (w *stderrWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// startCLI starts the test binary as `rewind args...` in dir. The child
+// gets its own process group, so kill reaches everything it started, and
+// dies with the test binary (Pdeathsig) should the test time out.
+func startCLI(t *testing.T, dir string, args ...string) *cliProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cliProcess{stderr: &stderrWatch{idSeen: make(chan struct{})}, exited: make(chan struct{})}
+	p.cmd = exec.Command(exe, args...)
+	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), cliChildEnv+"=1")
+	p.cmd.Stdout = &p.stdout
+	p.cmd.Stderr = p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait() // the exit status is in ProcessState
+		p.state = p.cmd.ProcessState
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		<-p.exited
+	})
+	return p
+}
+
+// kill SIGKILLs the child's whole process group.
+func (p *cliProcess) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+}
+
+func (p *cliProcess) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// wait waits for the child to end, at most limit.
+func (p *cliProcess) wait(t *testing.T, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(limit):
+		p.kill()
+		<-p.exited
+		t.Fatalf("rewind %s: still running after %s; killed. stderr:\n%s", strings.Join(p.cmd.Args[1:], " "), limit, p.stderr)
+	}
+}
+
+// killedBySIGKILL says whether the ended child died of SIGKILL, and if
+// not, how it ended.
+func (p *cliProcess) killedBySIGKILL() (bool, string) {
+	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		return true, ""
+	}
+	return false, p.state.String()
+}
+
+// runID waits for the run id line on stderr and checks it says whether
+// the process resumes a run.
+func (p *cliProcess) runID(t *testing.T, resuming bool) string {
+	t.Helper()
+	select {
+	case <-p.stderr.idSeen:
+		if p.stderr.resuming != resuming {
+			t.Fatalf("rewind %s: run id line %q; want resuming=%v", strings.Join(p.cmd.Args[1:], " "), p.stderr, resuming)
+		}
+		return p.stderr.id
+	case <-p.exited:
+		t.Fatalf("rewind %s ended (%s) without printing its run id; stderr:\n%s", strings.Join(p.cmd.Args[1:], " "), p.state, p.stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rewind %s: no run id line after 30s; stderr:\n%s", strings.Join(p.cmd.Args[1:], " "), p.stderr)
+	}
+	return ""
+}
+
+// storageView is what one listing of a run's storage shows.
+type storageView struct {
+	objects          int // objects of the run, recovery points or not
+	complete, points int
+}
+
+// viewStorage lists st and counts what belongs to run runID of executor
+// exec, judged by the executor's own Inspector, as `rewind inspect` does.
+func viewStorage(t *testing.T, st storage.Store, exec, runID string) storageView {
+	t.Helper()
+	objs, err := st.List(context.Background(), exec+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v storageView
+	for _, o := range objs {
+		if rn, _, ok := run.SplitRunName(o.Name, exec); ok && strings.HasSuffix(rn, "/"+runID) {
+			v.objects++
+		}
+	}
+	for _, p := range executors[exec].(run.Inspector).RecoveryPoints(objs) {
+		if !strings.HasSuffix(p.Run, "/"+runID) {
+			continue
+		}
+		v.points++
+		if p.Complete {
+			v.complete++
+		}
+	}
+	return v
+}
+
+// killPlan is when the first process dies.
+type killPlan struct {
+	// atStart: as soon as it has printed its run id, when storage
+	// usually holds nothing of the run yet.
+	atStart bool
+	// early: while storage holds objects of the run but no complete
+	// recovery point, so the resumed run starts from scratch under the
+	// same id. Otherwise after the first complete recovery point and a
+	// further wait: this fraction of the time left until killBy.
+	early bool
+	later float64
+}
+
+func (k killPlan) String() string {
+	switch {
+	case k.atStart:
+		return "as soon as it printed its run id"
+	case k.early:
+		return "before the first complete recovery point"
+	}
+	return fmt.Sprintf("after the first complete recovery point and %.0f%% of the time left until %s", 100*k.later, killBy)
+}
+
+// killBy is the latest kill, counted from the start of the process. The
+// paced inputs below are not all due until 2.5 s after the process opens
+// them, so a process killed by then has surely not finished, however
+// loaded the machine.
+const killBy = 2 * time.Second
+
+func drawKillPlan(r *rand.Rand) killPlan {
+	switch r.IntN(6) {
+	case 0:
+		return killPlan{atStart: true}
+	case 1:
+		return killPlan{early: true}
+	case 2:
+		return killPlan{}
+	}
+	return killPlan{later: r.Float64()}
+}
+
+// killAt polls the child's storage and kills it as plan says. It returns
+// the storage as a listing after the death shows it. An early plan kills
+// at the first listing with objects of the run and no complete point;
+// if a listing shows a complete point first, it kills at once and the
+// caller sees the miss in the result.
+func killAt(t *testing.T, p *cliProcess, st storage.Store, exec, runID string, plan killPlan) storageView {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if !p.running() {
+			t.Fatalf("the first process ended (%s) before the kill (%s): the inputs are too fast for the test; stderr:\n%s", p.state, plan, p.stderr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no complete recovery point after 30s; stderr:\n%s", p.stderr)
+		}
+		if plan.atStart {
+			break
+		}
+		v := viewStorage(t, st, exec, runID)
+		if plan.early && v.objects > 0 {
+			break
+		}
+		if !plan.early && v.complete > 0 {
+			time.Sleep(time.Duration(plan.later * float64(killBy-time.Since(p.started))))
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.kill()
+	t.Logf("killed %s after the start", time.Since(p.started).Round(time.Millisecond))
+	p.wait(t, 30*time.Second)
+	if ok, how := p.killedBySIGKILL(); !ok {
+		t.Fatalf("the first process was to die of SIGKILL %s, but it %s: the inputs are too fast for the test; stderr:\n%s", plan, how, p.stderr)
+	}
+	return viewStorage(t, st, exec, runID)
+}
+
+// killCase is one executor setting of the campaign.
+type killCase struct {
+	name, exec, job, mode, format string
+	// params are the job's parameter flags; settings the executor's.
+	params, settings []string
+}
+
+// killCases is a small matrix, chosen to cover every executor, every sink
+// mode and both barrier modes while the file stays within its time budget.
+var killCases = []killCase{
+	{name: "microbatch-transactional", exec: "microbatch", job: "keyed-count", mode: "transactional", format: "parquet"},
+	{name: "microbatch-idempotent", exec: "microbatch", job: "windowed-sum", mode: "idempotent", format: "csv",
+		params: []string{"--window", "200ms"}},
+	{name: "recordwise-aligned-transactional", exec: "recordwise", job: "keyed-count", mode: "transactional", format: "parquet",
+		settings: []string{"--checkpoint-interval", "200ms"}},
+	{name: "recordwise-unaligned-append", exec: "recordwise", job: "keyed-count", mode: "append", format: "csv",
+		settings: []string{"--barriers", "unaligned", "--checkpoint-interval", "200ms"}},
+	{name: "diskphase-idempotent", exec: "diskphase", job: "windowed-sum", mode: "idempotent", format: "parquet",
+		params: []string{"--window", "200ms"}, settings: []string{"--job-records", "4000"}},
+}
+
+// pacedInput lasts 2.5 s at its rate, whatever the machine's speed: the
+// first process is surely still running when it is killed. Each key has
+// about four records, so a row lost from the output before the recovery
+// point is rarely replaced by a later update of its key: the comparison
+// with the reference sees it.
+func pacedInput(seed int) string {
+	return fmt.Sprintf("gen:records=20000,keys=5000,partitions=2,rate=8000,seed=%d", seed)
+}
+
+// TestKilledProcessResumesToTheReference SIGKILLs `rewind run` at a seeded
+// moment (before its first complete recovery point, at it, or some time
+// after), sometimes kills the resumed process too, and runs the same command
+// with --resume to the end: the resolved output must equal the reference
+// executor's, with no duplicate rows where the sink mode promises none.
+func TestKilledProcessResumesToTheReference(t *testing.T) {
+	seed := testseed.Seed(t)
+	for i, c := range killCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.killAndResume(t, rand.New(rand.NewPCG(seed, uint64(i))))
+		})
+	}
+}
+
+// earlyTries bounds the attempts at an early kill: the window between the
+// first object of a run and its first complete recovery point is tens of
+// milliseconds, and a loaded machine may let a poll miss it.
+const earlyTries = 3
+
+func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
+	dataSeed := 1 + r.IntN(1000)
+	plan := drawKillPlan(r)
+	killResumed := r.IntN(4) == 0
+	bareResume := r.IntN(2) == 0
+	t.Logf("input seed %d; first process killed %s; resumed process killed too: %v; bare --resume: %v", dataSeed, plan, killResumed, bareResume)
+
+	var dir, out, storeURL, id string
+	var args []string
+	for try := 1; ; try++ {
+		dir = t.TempDir()
+		storeURL = "file://" + filepath.Join(dir, "store")
+		out = filepath.Join(dir, "out")
+		args = append([]string{"run", "--executor", c.exec, "--job", c.job, "--sink-mode", c.mode, "--output-format", c.format,
+			"--input", pacedInput(dataSeed), "--output", out, "--storage", storeURL, "--summary", "json"}, c.params...)
+		args = append(args, c.settings...)
+		st, err := storage.Open(context.Background(), storeURL, storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := startCLI(t, dir, args...)
+		id = first.runID(t, false)
+		atKill := killAt(t, first, st, c.exec, id, plan)
+		st.Close()
+		t.Logf("killed: storage held %d objects of run %s, %d of %d recovery points complete", atKill.objects, id, atKill.complete, atKill.points)
+		if !plan.early || atKill.complete == 0 {
+			break
+		}
+		if try == earlyTries {
+			t.Fatalf("%d times the first process was to die before its first complete recovery point, and each time storage held one", try)
+		}
+		t.Logf("try %d missed the moment before the first complete recovery point; again", try)
+	}
+
+	resume := "--resume=" + id
+	if bareResume {
+		resume = "--resume" // the run recorded in --output
+	}
+	if killResumed {
+		second := startCLI(t, dir, append(args, resume)...)
+		if got := second.runID(t, true); got != id {
+			t.Fatalf("the resumed process runs %s, want %s", got, id)
+		}
+		time.Sleep(time.Duration(r.Float64() * float64(killBy-time.Since(second.started))))
+		second.kill()
+		second.wait(t, 30*time.Second)
+		if ok, how := second.killedBySIGKILL(); !ok {
+			t.Fatalf("the resumed process was to die of SIGKILL, but it %s; stderr:\n%s", how, second.stderr)
+		}
+	}
+	last := startCLI(t, dir, append(args, resume)...)
+	if got := last.runID(t, true); got != id {
+		t.Fatalf("the resumed process runs %s, want %s", got, id)
+	}
+	last.wait(t, 2*time.Minute)
+	if code := last.state.ExitCode(); code != 0 {
+		t.Fatalf("resumed run: exit %d; stderr:\n%s", code, last.stderr)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(lastLine(last.stdout.String())), &s); err != nil {
+		t.Fatalf("resumed run: the last stdout line is not the JSON summary: %v\n%s", err, last.stdout.String())
+	}
+	if s["run_id"] != id || s["resumed"] != true {
+		t.Errorf("resumed run: summary run_id %v resumed %v, want %s and true", s["run_id"], s["resumed"], id)
+	}
+
+	j, err := job.Build(c.job, job.DefaultParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, stats, err := sink.Resolve(out, j.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rate only paces the generator; the reference need not wait.
+	want := referenceOutput(t, j, append([]string{"--input", strings.Replace(pacedInput(dataSeed), ",rate=8000", "", 1)}, c.params...))
+	if d := got.Diff(want, 5); d != "" {
+		t.Errorf("after the kill and --resume the output differs from the reference (%d rows):\n%s", len(want.Rows), d)
+	}
+	if s["sink_duplicate_rows"] != float64(stats.DuplicateRows) {
+		t.Errorf("summary says %v duplicate rows, the directory holds %d", s["sink_duplicate_rows"], stats.DuplicateRows)
+	}
+	if c.mode != "append" && (stats.DuplicateRows != 0 || stats.ConflictingRows != 0) {
+		t.Errorf("%s sink: %d duplicate and %d conflicting rows after the kill", c.mode, stats.DuplicateRows, stats.ConflictingRows)
+	}
+	t.Logf("resumed summary: records_in %v, rows_out %v, crashes %v, recoveries %v, duplicates %d, conflicting %d",
+		s["records_in"], s["rows_out"], s["crashes"], s["recoveries"], stats.DuplicateRows, stats.ConflictingRows)
+}
+
+// TestResumeRefusals: --resume refuses, with exit 2 and one line naming
+// the flag, whatever cannot continue the recorded run, and leaves its
+// output as it was.
+func TestResumeRefusals(t *testing.T) {
+	dir := t.TempDir()
+	out, store := filepath.Join(dir, "out"), "file://"+filepath.Join(dir, "store")
+	base := []string{"run", "--executor", "microbatch", "--job", "windowed-sum", "--window", "100ms", "--sink-mode", "append",
+		"--input", "gen:records=2000,keys=40,seed=5", "--output", out, "--storage", store}
+	code, _, stderr := rewind(t, base...)
+	if code != 0 {
+		t.Fatalf("the recorded run: exit %d: %s", code, stderr)
+	}
+	m := runIDLine.FindStringSubmatch(stderr)
+	if m == nil || m[1] == "" {
+		t.Fatalf("no run id line on stderr: %q", stderr)
+	}
+	id := m[1]
+	j, err := job.Build("windowed-sum", job.DefaultParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, err := sink.Resolve(out, j.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// with replaces the value of flag in base, or adds the flag.
+	with := func(flag, value string) []string {
+		args := slices.Clone(base)
+		if i := slices.Index(args, flag); i >= 0 {
+			args[i+1] = value
+			return args
+		}
+		return append(args, flag, value)
+	}
+	cases := []struct {
+		args   []string
+		phrase string
+	}{
+		{append(with("--output", filepath.Join(dir, "elsewhere")), "--resume"), "holds no run record"},
+		{append(slices.Clone(base), "--resume=someone-else"), "holds the output of run " + id},
+		{append(slices.Clone(base), "--resume=../x"), "--resume \"../x\""},
+		{append(slices.Clone(base), "--resume="+id, "--overwrite"), "--overwrite"},
+		{append(with("--executor", "reference"), "--resume="+id), "--executor"},
+		{append(with("--input", "push:listen=127.0.0.1:0"), "--resume="+id), "push"},
+		{append(with("--executor", "recordwise"), "--resume="+id), "--executor was \"microbatch\""},
+		{append(with("--job", "keyed-count"), "--resume="+id), "--job was"},
+		{append(with("--input", "gen:records=2000,keys=40,seed=6"), "--resume="+id), "--input was"},
+		{append(with("--window", "200ms"), "--resume="+id), "--window was"},
+		{append(with("--sink-mode", "idempotent"), "--resume="+id), "--sink-mode was"},
+		{append(with("--output-format", "csv"), "--resume="+id), "--output-format was"},
+		{append(with("--storage", filepath.Join(dir, "other")), "--resume"), "--storage was"},
+	}
+	for _, c := range cases {
+		code, _, stderr := rewind(t, c.args...)
+		lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+		if code != exitUsage || len(lines) != 1 || !strings.Contains(stderr, c.phrase) {
+			t.Errorf("rewind %s: exit %d, stderr %q; want exit 2 and one line containing %q", strings.Join(c.args[1:], " "), code, stderr, c.phrase)
+		}
+	}
+	// The accepted forms: a finished run resumes to nothing more.
+	for _, resume := range [][]string{{"--resume", id}, {"--resume=" + id}, {"--resume"}} {
+		code, stdout, stderr := rewind(t, append(slices.Clone(base), append(resume, "--summary", "json")...)...)
+		var s run.Summary
+		if code != 0 || json.Unmarshal([]byte(lastLine(stdout)), &s) != nil || s.RecordsIn != 0 || s.RunID == nil || *s.RunID != id {
+			t.Errorf("rewind %s: exit %d, stderr %q, summary %s; want exit 0, run %s, no record read", strings.Join(resume, " "), code, stderr, lastLine(stdout), id)
+		}
+	}
+	after, _, err := sink.Resolve(out, j.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Diff(before, 5); d != "" {
+		t.Errorf("the refused and finished resumes changed the output:\n%s", d)
+	}
+}
