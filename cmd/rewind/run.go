@@ -354,6 +354,6 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) error {
 	if d := rec.Differences(*cfg); len(d) > 0 {
 		return usagef("invalid --resume %s: flags differ from the run's: %s; a resumed run must read the same input and write the same output", id, strings.Join(d, "; "))
 	}
-	cfg.RunID = id
+	cfg.RunID, cfg.Resumed = id, true
 	return nil
 }

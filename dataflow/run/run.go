@@ -65,6 +65,9 @@ type Config struct {
 	// a new one. An executor resumes from whatever its storage holds under
 	// that id.
 	RunID string
+	// Resumed says RunID names a run whose earlier process died, and this
+	// process continues it (--resume).
+	Resumed bool
 	// Progress receives one JSON line per progress event when non-nil.
 	Progress io.Writer
 }
