@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -260,9 +261,10 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	ctx := cmd.Context()
 	policy := run.OutputRequireEmpty
+	var resumed run.RunRecord
 	switch {
 	case f.resume != "":
-		if err := f.resumeRun(exec, &cfg); err != nil {
+		if resumed, err = f.resumeRun(exec, &cfg); err != nil {
 			return err
 		}
 		policy = run.OutputResume
@@ -277,17 +279,19 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.Close()
-	if cfg.RunID != "" {
-		if f.resume != "" {
-			fmt.Fprintf(stderr, "rewind: resuming run %s from %s\n", cfg.RunID, cfg.Storage)
-		} else {
-			// Written before any output, so a process that dies at any
-			// later moment leaves a directory --resume can continue.
-			if err := run.WriteRunRecord(cfg.Output, run.RecordOf(cfg)); err != nil {
-				return err
-			}
-			fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
+	switch {
+	case cfg.Resumed:
+		if err := checkResumedStorage(ctx, exec, env, resumed, stderr); err != nil {
+			return err
 		}
+		fmt.Fprintf(stderr, "rewind: resuming run %s from %s (if this process dies, resume with --resume %s)\n", cfg.RunID, env.Store.URL(), cfg.RunID)
+	case cfg.RunID != "":
+		// Written before any output, so a process that dies at any later
+		// moment leaves a directory --resume can continue.
+		if err := run.WriteRunRecord(cfg.Output, run.RecordOf(cfg, env.Store.URL())); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
 	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
 	s, err := run.Execute(ctx, exec, env)
@@ -322,38 +326,68 @@ func (f *runFlags) resumeArg(cmd *cobra.Command, args []string) error {
 // sets cfg.RunID to that run. A run resumes only into the directory it was
 // writing, reading the same inputs: the rows it emitted before its newest
 // recovery point are there and are not produced again.
-func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) error {
+func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord, error) {
+	rec, err := f.checkResume(exec, cfg)
+	if err != nil {
+		return rec, err
+	}
+	cfg.RunID, cfg.Resumed = rec.RunID, true
+	return rec, nil
+}
+
+// checkResume checks --resume against the flags and the output
+// directory's run record, and returns the record.
+func (f *runFlags) checkResume(exec run.Executor, cfg *run.Config) (run.RunRecord, error) {
+	var rec run.RunRecord
 	if exec.Name() == "reference" {
-		return usagef("invalid --resume: the reference executor keeps no recovery points; give the --executor the run used")
+		return rec, usagef("invalid --resume: the reference executor keeps no recovery points; give the --executor the run used")
 	}
 	if f.overwrite {
-		return usagef("invalid --resume with --overwrite: resuming continues the output in %s, and clearing it would lose the rows written before the recovery point", cfg.Output)
+		return rec, usagef("invalid --resume with --overwrite: resuming continues the output in %s, and clearing it would lose the rows written before the recovery point", cfg.Output)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Inputs)) {
 		if strings.HasPrefix(cfg.Inputs[name], "push:") {
-			return usagef("invalid --resume: input %s is a push source, which cannot be re-read, so what the stopped process had received is gone; start a new run", name)
+			return rec, usagef("invalid --resume: input %s is a push source, which cannot be re-read, so what the stopped process had received is gone; start a new run", name)
 		}
 	}
 	if f.resume != resumeRecorded && !run.ValidRunID(f.resume) {
-		return usagef("invalid --resume %q: a run id has letters, digits, '_' and '-' only (the run prints its id when it starts; `rewind inspect` lists them)", f.resume)
+		return rec, usagef("invalid --resume %q: a run id has letters, digits, '_' and '-' only (the run prints its id when it starts; `rewind inspect` lists them)", f.resume)
 	}
 	rec, err := run.ReadRunRecord(cfg.Output)
 	switch {
 	case errors.Is(err, run.ErrNoRunRecord):
-		return usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
+		return rec, usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
 	case err != nil:
-		return usageError{fmt.Errorf("invalid --resume: %w", err)}
+		return rec, usageError{fmt.Errorf("invalid --resume: %w", err)}
 	}
 	id := f.resume
 	if id == resumeRecorded {
 		id = rec.RunID
 	}
 	if id != rec.RunID {
-		return usagef("invalid --resume %s: output directory %s holds the output of run %s; resume that run, or give the --output that run %s wrote", id, cfg.Output, rec.RunID, id)
+		return rec, usagef("invalid --resume %s: output directory %s holds the output of run %s; resume that run, or give the --output that run %s wrote", id, cfg.Output, rec.RunID, id)
 	}
 	if d := rec.Differences(*cfg); len(d) > 0 {
-		return usagef("invalid --resume %s: flags differ from the run's: %s; a resumed run must read the same input and write the same output", id, strings.Join(d, "; "))
+		return rec, usagef("invalid --resume %s: flags differ from the run's: %s; a resumed run must read the same input and write the same output", id, strings.Join(d, "; "))
 	}
-	cfg.RunID, cfg.Resumed = id, true
+	return rec, nil
+}
+
+// checkResumedStorage compares the open store with the run's record, and
+// warns when it holds nothing of the run: then the run starts over under
+// its id, which is right after a death before its first write, but after
+// storage was wiped an append sink shows every row published before as a
+// duplicate.
+func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, rec run.RunRecord, stderr io.Writer) error {
+	if url := env.Store.URL(); url != rec.Storage {
+		return usagef("invalid --resume %s: flags differ from the run's: --storage was %q, now %q; a resumed run must read the same input and write the same output", rec.RunID, rec.Storage, url)
+	}
+	objs, err := env.Store.List(ctx, exec.Name()+"/"+rec.Job+"/"+rec.RunID+"/")
+	if err != nil {
+		return fmt.Errorf("listing run %s in %s: %w", rec.RunID, env.Store.URL(), err)
+	}
+	if len(objs) == 0 {
+		fmt.Fprintf(stderr, "rewind: warning: %s holds nothing of run %s, so it starts again from the beginning (fine if the process died before its first write; rows it had published count as duplicates in append mode)\n", env.Store.URL(), rec.RunID)
+	}
 	return nil
 }

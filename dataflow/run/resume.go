@@ -35,21 +35,25 @@ type RunRecord struct {
 	Inputs       map[string]string `json:"inputs"`
 	SinkMode     string            `json:"sink_mode"`
 	OutputFormat string            `json:"output_format"`
-	Storage      string            `json:"storage"`
-	Started      time.Time         `json:"started"`
+	// Storage is the canonical URL of the run's durable storage.
+	Storage string    `json:"storage"`
+	Started time.Time `json:"started"`
 }
 
-// RecordOf is the record of a run of cfg, started now.
-func RecordOf(cfg Config) RunRecord {
+// RecordOf is the record of a run of cfg in storage storageURL (the open
+// store's URL), started now.
+func RecordOf(cfg Config, storageURL string) RunRecord {
 	return RunRecord{RunID: cfg.RunID, Executor: cfg.Executor, Job: cfg.Job, Params: cfg.Params,
 		Inputs: cfg.Inputs, SinkMode: string(cfg.SinkMode), OutputFormat: string(cfg.OutputFormat),
-		Storage: cfg.Storage, Started: time.Now().UTC()}
+		Storage: storageURL, Started: time.Now().UTC()}
 }
 
 // Differences lists, as flag names with both values, where a run of cfg
 // would not continue the run r records. Parallelism and the timing flags
 // may change on a resume (each executor says whether it can rescale); what
-// the output is made of may not.
+// the output is made of may not. Storage is compared apart, once it is
+// open, by its canonical URL (Store.URL): "st", "./st" and "file://st"
+// are one place, and a relative path from another directory is not.
 func (r RunRecord) Differences(cfg Config) []string {
 	var out []string
 	diff := func(flag, was, now string) {
@@ -68,7 +72,6 @@ func (r RunRecord) Differences(cfg Config) []string {
 	diff("--max-disorder", ms(r.Params.MaxDisorder), ms(cfg.Params.MaxDisorder))
 	diff("--sink-mode", r.SinkMode, string(cfg.SinkMode))
 	diff("--output-format", r.OutputFormat, string(cfg.OutputFormat))
-	diff("--storage", r.Storage, cfg.Storage)
 	return out
 }
 

@@ -23,7 +23,7 @@ func TestRunRecordRoundTrip(t *testing.T) {
 		t.Fatalf("empty directory: got %v, want ErrNoRunRecord", err)
 	}
 	cfg := resumeConfig()
-	if err := WriteRunRecord(dir, RecordOf(cfg)); err != nil {
+	if err := WriteRunRecord(dir, RecordOf(cfg, "file:///st")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadRunRecord(dir)
@@ -49,7 +49,7 @@ func TestRunRecordRoundTrip(t *testing.T) {
 }
 
 func TestRunRecordDifferencesNameTheFlag(t *testing.T) {
-	rec := RecordOf(resumeConfig())
+	rec := RecordOf(resumeConfig(), "file:///st")
 	for flag, change := range map[string]func(*Config){
 		"--executor":      func(c *Config) { c.Executor = "recordwise" },
 		"--job":           func(c *Config) { c.Job = "etl" },
@@ -59,7 +59,6 @@ func TestRunRecordDifferencesNameTheFlag(t *testing.T) {
 		"--max-disorder":  func(c *Config) { c.Params.MaxDisorder++ },
 		"--sink-mode":     func(c *Config) { c.SinkMode = sink.Append },
 		"--output-format": func(c *Config) { c.OutputFormat = sink.CSV },
-		"--storage":       func(c *Config) { c.Storage = "file://other" },
 	} {
 		cfg := resumeConfig()
 		change(&cfg)
