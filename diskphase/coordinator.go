@@ -39,6 +39,9 @@ type execution struct {
 	// coordCrash is the bill of the last coordinator crash, completed by
 	// the next incarnation once it knows what was lost.
 	coordCrash *coordCrash
+	// processDied is the bill of the earlier process's death (--resume),
+	// completed by this process's first coordinator.
+	processDied *recoveryRec
 
 	// lost are the lost-piece figures (rebuild.go).
 	lost lostPieces
@@ -222,7 +225,28 @@ func (c *coordinator) start(ctx context.Context) error {
 			"restore_ms": float64(now.Sub(t0).Microseconds()) / 1000})
 		x.tracef(traceEvent{Kind: "restart", Detail: fmt.Sprint(c.inc)})
 	}
+	if rec := x.processDied; rec != nil {
+		x.processDied = nil
+		x.met.resumedAt(rec, c.inc, time.Since(t0), resumedFrom(d))
+	}
 	return nil
+}
+
+// resumedFrom is what a resumed process restores: the newest committed
+// finite job, and the records read by the map units the ledger holds as
+// finished (of every job, committed or not), which no coordinator runs
+// again unless a file they made is lost.
+func resumedFrom(d *durableState) *run.ResumedFrom {
+	rf := &run.ResumedFrom{Kind: "finite job"}
+	for j := range d.commits {
+		if id := int64(j); rf.ID == nil || id > *rf.ID {
+			rf.ID = &id
+		}
+	}
+	for _, e := range d.maps {
+		rf.RecordsBefore += e.Records
+	}
+	return rf
 }
 
 // checkRunPlan writes run.json on the first start and checks it after.

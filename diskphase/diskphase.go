@@ -146,6 +146,9 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),
 			stateful: topo.stateful, mode: plan.Mode, perSplit: plan.PerSplit, maxDisorder: plan.MaxDisorder},
 	}
+	if cfg.Resumed {
+		x.processDied = x.met.processDied()
+	}
 	for name, src := range env.Sources {
 		if !src.Rereadable() {
 			x.met.notes = append(x.met.notes, fmt.Sprintf("input %s is forgetful: a map unit re-run after a crash cannot read again what its dead attempt consumed; lost records are counted", name))

@@ -56,6 +56,14 @@ type scenario struct {
 	runID       string
 	plainAlloc  bool // benchmarks: no checked allocator
 	noOracle    bool
+	// output overrides the output directory (default: a fresh one).
+	output string
+	// stopAfterCommits, when positive, stops the run from outside once
+	// that many finite jobs are committed and leaves it unfinished, as a
+	// process dying then would.
+	stopAfterCommits int
+	// resumed runs the scenario as a --resume process (run.Config.Resumed).
+	resumed bool
 	// onTrace sees every trace event, in the coordinator's goroutine (or a
 	// unit's, for none of the kinds used here), with the store.
 	onTrace func(ev traceEvent, st storage.Store, x *execution)
@@ -96,10 +104,21 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if sc.params != nil {
 		p = *sc.params
 	}
-	out := filepath.Join(fastDir(t), "out")
+	out := sc.output
+	if out == "" {
+		out = filepath.Join(fastDir(t), "out")
+	}
 	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, Fails: sc.fails, Seed: 1, Progress: sc.progress}
+		JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+		Resumed: sc.resumed}
+	runCtx := ctx
+	if sc.stopAfterCommits > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithCancel(ctx)
+		defer stop()
+		cfg.Progress = &runtest.EventStop{W: cfg.Progress, Match: []string{`"event":"job_committed"`}, N: sc.stopAfterCommits, Stop: stop}
+	}
 	checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	var alloc memory.Allocator = checked
 	if sc.plainAlloc {
@@ -130,8 +149,8 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 			sc.onTrace(ev, env.Store, o.x)
 		}
 	}
-	o.summary, o.err = e.Run(ctx, env)
-	if o.err == nil {
+	o.summary, o.err = e.Run(runCtx, env)
+	if o.err == nil && sc.stopAfterCommits == 0 {
 		if err := run.Finish(env, o.summary); err != nil {
 			t.Fatalf("finish: %v", err)
 		}
@@ -149,7 +168,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 		t.Fatalf("closing env: %v", err)
 	}
 	checked.AssertSize(t, 0)
-	if o.err != nil {
+	if o.err != nil || sc.stopAfterCommits > 0 {
 		return o
 	}
 	o.table, o.stats, err = sink.Resolve(out, env.Job.Output)

@@ -41,6 +41,9 @@ type metrics struct {
 	lossRuns  int
 	interrupt int
 	notes     []string
+	// resumedFrom is what the first coordinator of a resumed process found
+	// (--resume).
+	resumedFrom *run.ResumedFrom
 }
 
 type jobMetrics struct {
@@ -64,6 +67,10 @@ type recoveryRec struct {
 	pending     map[UnitID]bool
 	commitJob   int // a commit the crash interrupted, -1 for none
 	catchUp     *time.Duration
+	// earlier: the death of the process before this one (--resume). Its
+	// detection and what it cut short are unknown; only the restore is
+	// measured, and it waits for no unit.
+	earlier bool
 }
 
 func newMetrics(progress io.Writer) *metrics {
@@ -93,6 +100,30 @@ func (m *metrics) newRecovery(cause string, at time.Time, loss bool) *recoveryRe
 	m.recoveries = append(m.recoveries, rec)
 	m.event(map[string]any{"event": map[bool]string{true: "file_lost", false: "crash"}[loss], "cause": cause})
 	return rec
+}
+
+// processDied opens the bill of the earlier process's death; the first
+// coordinator of this process completes it (resumedAt). No crash event is
+// written (it happened in the earlier process); the restart event carries
+// the cause.
+func (m *metrics) processDied() *recoveryRec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.crashes++
+	rec := &recoveryRec{cause: run.CauseProcessDied, at: m.start, earlier: true, pending: map[UnitID]bool{}, commitJob: -1}
+	m.recoveries = append(m.recoveries, rec)
+	return rec
+}
+
+// resumedAt completes rec, the earlier process's death, once the first
+// coordinator of this process has restored rf in restore.
+func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, rf *run.ResumedFrom) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec.restore = &restore
+	m.resumedFrom = rf
+	m.event(map[string]any{"event": "coordinator_restarted", "incarnation": incarnation,
+		"restore_ms": float64(restore.Microseconds()) / 1000, "cause": rec.cause, "resumed_from": rf})
 }
 
 // interrupted files unit u as one of the units rec must see recorded again.
@@ -300,6 +331,7 @@ func (m *metrics) summary() *run.Summary {
 		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.commitFails},
 		LatencyMs:   m.latency.Latency(),
 		WallMs:      float64(wall.Microseconds()) / 1000,
+		ResumedFrom: m.resumedFrom,
 	}
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.distinct) / wall.Seconds()
@@ -312,9 +344,12 @@ func (m *metrics) summary() *run.Summary {
 		return &v
 	}
 	for _, rec := range m.recoveries {
-		n := rec.reprocessed
-		s.Recoveries = append(s.Recoveries, run.Recovery{Cause: rec.cause, DetectMs: ms(rec.detect),
-			RestoreMs: ms(rec.restore), ReprocessedRecords: &n, CatchUpMs: ms(rec.catchUp)})
+		r := run.Recovery{Cause: rec.cause, DetectMs: ms(rec.detect), RestoreMs: ms(rec.restore), CatchUpMs: ms(rec.catchUp)}
+		if !rec.earlier {
+			n := rec.reprocessed
+			r.ReprocessedRecords = &n
+		}
+		s.Recoveries = append(s.Recoveries, r)
 	}
 	s.Notes = append(s.Notes, m.notes...)
 	var mapMs, redMs, comMs float64

@@ -131,7 +131,9 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 	if err != nil {
 		return err
 	}
-	c.met.recovered(crashed, restoreStart, time.Now(), reprocessed)
+	restored := time.Now()
+	c.met.restoredFrom(rp.LastCommitted, c.ends)
+	c.met.recovered(crashed, restoreStart, restored, reprocessed)
 	// Events are fed one at a time, in the order they arrive: those the
 	// actions return at once, then those of actions still in flight.
 	queue := []Event{Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun}}

@@ -55,6 +55,8 @@ type scenario struct {
 	// re-delivered batch ids).
 	ledger *batchLedger
 	dedup  bool
+	// resumed runs the scenario as a --resume process (run.Config.Resumed).
+	resumed bool
 }
 
 type outcome struct {
@@ -90,7 +92,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		Trigger: time.Millisecond, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+		Trigger: time.Millisecond, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }
 

@@ -46,6 +46,10 @@ type metrics struct {
 	recoveryMode string
 	lp           lostPieceMetrics
 	notes        []string
+	// resumed is the bill of the earlier process's death (--resume), and
+	// resumedFrom what the first restore of this process found.
+	resumed     *recovery
+	resumedFrom *run.ResumedFrom
 }
 
 // recovery is the bill of one crash, filled in as recovery proceeds.
@@ -60,6 +64,10 @@ type recovery struct {
 	// is complete when a committed batch covers them and was not cut short
 	// by --max-batch-records.
 	highWater []int64
+	// earlier: the death of the process before this one (--resume). Its
+	// detection and what it cut short are unknown; only the restore is
+	// measured.
+	earlier bool
 }
 
 type stepTotals struct {
@@ -119,6 +127,36 @@ func (m *metrics) crash(cause string, at time.Time, highWater []int64) *recovery
 	return r
 }
 
+// processDied opens the bill of the earlier process's death; the first
+// restore completes it. Run's start stands for the crash: nothing earlier
+// is known, and no crash event is written (it happened in the earlier
+// process); the recovery event carries the cause.
+func (m *metrics) processDied() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.crashes++
+	m.resumed = &recovery{cause: run.CauseProcessDied, crashAt: m.start, earlier: true}
+	m.recoveries = append(m.recoveries, m.resumed)
+}
+
+// restoredFrom records what the first restore of a resumed process found:
+// the newest committed batch (-1: none) and the offsets it ended at.
+func (m *metrics) restoredFrom(batch int64, ends []int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.resumed == nil || m.resumedFrom != nil {
+		return
+	}
+	rf := &run.ResumedFrom{Kind: "batch"}
+	if batch >= 0 {
+		rf.ID = &batch
+	}
+	for _, e := range ends {
+		rf.RecordsBefore += e
+	}
+	m.resumedFrom = rf
+}
+
 func (m *metrics) setHighWater(r *recovery, hw []int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -148,11 +186,17 @@ func (m *metrics) recovered(r *recovery, restoreStart, restoreEnd time.Time, rep
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, o := range m.recoveries {
-		if o.detect != nil || o.crashAt.After(restoreStart) {
+		if o.restore != nil || o.crashAt.After(restoreStart) {
+			continue
+		}
+		rs := restoreEnd.Sub(restoreStart)
+		if o.earlier {
+			o.restore = &rs
+			m.event(map[string]any{"event": "recovery", "cause": o.cause, "detect_ms": nil, "restore_ms": ms(rs),
+				"reprocessed_records": nil, "resumed_from": m.resumedFrom})
 			continue
 		}
 		d := restoreStart.Sub(o.crashAt)
-		rs := restoreEnd.Sub(restoreStart)
 		rp := int64(0)
 		if o == r {
 			rp = reprocessed
@@ -333,6 +377,7 @@ func (m *metrics) summary() *run.Summary {
 		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.failed, Aborted: m.aborted},
 		LatencyMs:   m.lat.Latency(),
 		WallMs:      ms(wall),
+		ResumedFrom: m.resumedFrom,
 	}
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.committedRows) / wall.Seconds()
@@ -345,7 +390,7 @@ func (m *metrics) summary() *run.Summary {
 	s.Notes = append(s.Notes, m.notes...)
 	for _, r := range m.recoveries {
 		cause := r.cause
-		if r.detect == nil {
+		if r.restore == nil {
 			cause += "; no recovery ran: the run ended first"
 		}
 		s.Recoveries = append(s.Recoveries, run.Recovery{Cause: cause, DetectMs: msp(r.detect),

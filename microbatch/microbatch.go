@@ -195,6 +195,9 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	if opts.lineage {
 		met.recoveryMode = RecoveryLineage
 	}
+	if env.Config.Resumed {
+		met.processDied()
+	}
 	var crashed *recovery
 	var reprocessed int64
 	for incarnation := 0; ; incarnation++ {

@@ -92,6 +92,12 @@ type scenario struct {
 	// measureOnly skips finishing the sink and reading the output back
 	// (benchmarks).
 	measureOnly bool
+	// stopAtCheckpoint, when positive, stops the run from outside once that
+	// many checkpoints are complete, leaving storage as a process dying
+	// then would.
+	stopAtCheckpoint int
+	// resumed runs the scenario as a --resume process (run.Config.Resumed).
+	resumed bool
 }
 
 type result struct {
@@ -138,7 +144,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, CheckpointInterval: sc.interval,
 		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: 2,
-		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }
 
@@ -179,6 +185,14 @@ func (sc *scenario) execute(t testing.TB) *result {
 	if sc.plainAlloc {
 		alloc = &countingAlloc{Allocator: memory.NewGoAllocator()}
 	}
+	runCtx := ctx
+	if sc.stopAtCheckpoint > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithCancel(ctx)
+		defer stop()
+		cfg.Progress = &runtest.EventStop{W: cfg.Progress, Match: []string{`"event":"checkpoint"`, `"status":"completed"`},
+			N: sc.stopAtCheckpoint, Stop: stop}
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	env, err := run.Prepare(ctx, cfg, alloc, log, true, run.OutputResume)
 	if err != nil {
@@ -188,7 +202,6 @@ func (sc *scenario) execute(t testing.TB) *result {
 		env.Store = sc.wrapStore(env.Store)
 	}
 	o := &result{env: env, storage: cfg.Storage}
-	runCtx := ctx
 	if sc.runFor > 0 {
 		var stop context.CancelFunc
 		runCtx, stop = context.WithTimeout(ctx, sc.runFor)

@@ -119,6 +119,10 @@ type observer struct {
 	aborted    int
 	triggers   int
 	notes      []string
+	// resumed is the bill of the earlier process's death (--resume), and
+	// resumedFrom what the first restore of this process found.
+	resumed     *recovery
+	resumedFrom *run.ResumedFrom
 }
 
 type recovery struct {
@@ -129,6 +133,10 @@ type recovery struct {
 	restore     time.Duration
 	reprocessed int64
 	catchUp     *time.Duration
+	// earlier: the death of the process before this one (--resume). Its
+	// detection and what it cut short are unknown; only the restore is
+	// measured.
+	earlier bool
 }
 
 type catchUp struct {
@@ -292,6 +300,19 @@ func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *
 	return r
 }
 
+// processDied opens the bill of the earlier process's death; the first
+// restore completes it. The observer's start, just before the first
+// incarnation is built, stands for its detection. No crash event is
+// written (it happened in the earlier process); the recovery event carries
+// the cause.
+func (o *observer) processDied() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.crashes++
+	o.resumed = &recovery{cause: run.CauseProcessDied, crashAt: o.start, detectedAt: o.start, earlier: true}
+	o.recoveries = append(o.recoveries, o.resumed)
+}
+
 // completedUnseen enters into the history a recovery point restored from
 // that the history does not hold as completed: its metadata became durable
 // but the coordinator died before it acted on that, so the crash counted
@@ -326,6 +347,9 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 	defer o.mu.Unlock()
 	o.report.Restores = append(o.report.Restores, info)
 	o.completedUnseen(info)
+	if e := o.resumed; e != nil && !e.restored {
+		o.restoredAfterDeath(e, info, restored, now)
+	}
 	if r == nil {
 		return
 	}
@@ -348,6 +372,27 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(r.restore), "reprocessed_records": r.reprocessed})
 }
 
+// restoredAfterDeath completes the bill of the earlier process's death at
+// the first restore of this one: the restore time and the point restored.
+// Nothing is reprocessed on its account that this process could count, and
+// there is no catch-up target. o.mu is held.
+func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored map[string]int64, now time.Time) {
+	e.restored = true
+	e.restore = now.Sub(e.detectedAt)
+	rf := &run.ResumedFrom{Kind: "checkpoint"}
+	if info.From != 0 {
+		id := int64(info.From)
+		rf.ID = &id
+	}
+	for _, pos := range restored {
+		rf.RecordsBefore += pos
+	}
+	o.resumedFrom = rf
+	o.event(map[string]any{"event": "recovery", "cause": e.cause, "attempt": info.Attempt, "from_checkpoint": uint64(info.From),
+		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(e.restore), "reprocessed_records": nil,
+		"resumed_from": rf})
+}
+
 func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -361,17 +406,22 @@ func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
 		LatencyMs:   o.lat.Latency(),
 		WallMs:      ms(wall),
 		Notes:       slices.Clone(o.notes),
+		ResumedFrom: o.resumedFrom,
 	}
 	if wall > 0 {
 		s.ThroughputRPS = float64(s.RecordsIn) / wall.Seconds()
 	}
 	for _, r := range o.recoveries {
 		rec := run.Recovery{Cause: r.cause}
-		d := ms(r.detectedAt.Sub(r.crashAt))
-		rec.DetectMs = &d
+		if !r.earlier {
+			d := ms(r.detectedAt.Sub(r.crashAt))
+			rec.DetectMs = &d
+		}
 		if r.restored {
 			rs := ms(r.restore)
 			rec.RestoreMs = &rs
+		}
+		if r.restored && !r.earlier {
 			rp := r.reprocessed
 			rec.ReprocessedRecords = &rp
 			if r.catchUp != nil {

@@ -146,6 +146,9 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 	}
 	sh := &shared{env: env, opts: opts, plan: pl, mode: mode, runID: runID,
 		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress)}
+	if cfg.Resumed {
+		sh.obs.processDied()
+	}
 	start := time.Now()
 	finish := func() (*run.Summary, *Report) {
 		s, rep := sh.obs.summary(time.Since(start))

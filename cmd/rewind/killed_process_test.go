@@ -403,6 +403,25 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 	if s["run_id"] != id || s["resumed"] != true {
 		t.Errorf("resumed run: summary run_id %v resumed %v, want %s and true", s["run_id"], s["resumed"], id)
 	}
+	// The earlier process's death is billed as a crash: the first recovery,
+	// with a restore time only; resumed_from names the point restored.
+	crashes, _ := s["crashes"].(float64)
+	recs, _ := s["recoveries"].([]any)
+	var first map[string]any
+	if len(recs) > 0 {
+		first, _ = recs[0].(map[string]any)
+	}
+	if crashes < 1 || first == nil || first["cause"] != run.CauseProcessDied || first["detect_ms"] != nil || first["restore_ms"] == nil {
+		t.Errorf("resumed run: crashes %v, recoveries %v; want the earlier process's death first, cause %q, no detect_ms, a restore_ms",
+			s["crashes"], s["recoveries"], run.CauseProcessDied)
+	}
+	kind := map[string]string{"microbatch": "batch", "recordwise": "checkpoint", "diskphase": "finite job"}[c.exec]
+	rf, _ := s["resumed_from"].(map[string]any)
+	if rf == nil || rf["kind"] != kind {
+		t.Errorf("resumed run: resumed_from %v, want a %s", s["resumed_from"], kind)
+	} else if before, _ := rf["records_before"].(float64); crashes == 1 && s["records_in"].(float64)+before != 20000 {
+		t.Errorf("resumed run: records_in %v + resumed_from.records_before %v, want the input once, 20000", s["records_in"], before)
+	}
 
 	j, err := job.Build(c.job, job.DefaultParams)
 	if err != nil {
@@ -423,8 +442,8 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 	if c.mode != "append" && (stats.DuplicateRows != 0 || stats.ConflictingRows != 0) {
 		t.Errorf("%s sink: %d duplicate and %d conflicting rows after the kill", c.mode, stats.DuplicateRows, stats.ConflictingRows)
 	}
-	t.Logf("resumed summary: records_in %v, rows_out %v, crashes %v, recoveries %v, duplicates %d, conflicting %d",
-		s["records_in"], s["rows_out"], s["crashes"], s["recoveries"], stats.DuplicateRows, stats.ConflictingRows)
+	t.Logf("resumed summary: records_in %v, rows_out %v, crashes %v, recoveries %v, resumed_from %v, duplicates %d, conflicting %d",
+		s["records_in"], s["rows_out"], s["crashes"], s["recoveries"], s["resumed_from"], stats.DuplicateRows, stats.ConflictingRows)
 }
 
 // TestResumeRefusals: --resume refuses, with exit 2 and one line naming

@@ -28,10 +28,15 @@ type Summary struct {
 	// keeps nothing there.
 	RunID *string `json:"run_id"`
 	// Resumed says this process continued a run whose earlier process
-	// died (--resume). Its counts cover this process only: what the earlier
-	// process read after its newest recovery point was read again, and how
-	// much that was is not known here, so no recovery bill is made up.
+	// died (--resume). Its counts cover this process only. The earlier
+	// process's death is billed as a crash: Recoveries[0] has the cause
+	// CauseProcessDied and only a restore time, as what the earlier process
+	// read after its newest recovery point, and when it died, are not
+	// known here.
 	Resumed bool `json:"resumed"`
+	// ResumedFrom is the recovery point a resumed process restored at its
+	// start; null when the run was not resumed.
+	ResumedFrom *ResumedFrom `json:"resumed_from"`
 
 	// RecordsIn counts input records read, replays included.
 	RecordsIn int64 `json:"records_in"`
@@ -82,6 +87,28 @@ type Recovery struct {
 	RestoreMs          *float64 `json:"restore_ms"`
 	ReprocessedRecords *int64   `json:"reprocessed_records"`
 	CatchUpMs          *float64 `json:"catch_up_ms"`
+}
+
+// CauseProcessDied is the cause of the recovery a resumed process bills
+// for the death of the process before it, the same in every executor.
+const CauseProcessDied = "earlier process died (--resume)"
+
+// ResumedFrom is where a resumed process picked the run up.
+type ResumedFrom struct {
+	// Kind is what the executor calls its recovery point, as in
+	// RecoveryPoint.Kind: batch, checkpoint or finite job.
+	Kind string `json:"kind"`
+	// ID is the recovery point restored; null when storage held no
+	// usable one and the run started over from the start of its input.
+	ID *int64 `json:"id"`
+	// RecordsBefore is the input the restored state covers, records this
+	// process does not read: the sum over source partitions of the restored
+	// read positions (microbatch: the offsets the newest committed batch
+	// ended at; recordwise: the checkpoint's source positions; diskphase:
+	// the records the finished map units in the ledger read, finite jobs
+	// after the newest committed one included). Without a crash in this
+	// process, RecordsIn + RecordsBefore is the input read once.
+	RecordsBefore int64 `json:"records_before"`
 }
 
 // LostPieces are the figures of lost-piece recovery over a run. A piece is
@@ -148,6 +175,16 @@ func (s *Summary) WriteText(w io.Writer) error {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  read %d records, wrote %d rows (%d visible, %d after resolving, %d duplicates)\n",
 		s.RecordsIn, s.RowsOut, s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows)
+	if r := s.ResumedFrom; r != nil {
+		switch {
+		case r.ID != nil:
+			fmt.Fprintf(&b, "  resumed run from %s %d, which covers %d records\n", r.Kind, *r.ID, r.RecordsBefore)
+		case r.RecordsBefore == 0:
+			fmt.Fprintf(&b, "  resumed run from the start: storage held no complete %s\n", r.Kind)
+		default: // disk-phase: finished units of a finite job not yet committed
+			fmt.Fprintf(&b, "  resumed run with no complete %s in storage; the finished work there covers %d records\n", r.Kind, r.RecordsBefore)
+		}
+	}
 	fmt.Fprintf(&b, "  wall %.0f ms, %.0f records/s\n", s.WallMs, s.ThroughputRPS)
 	if s.LatencyMs != nil {
 		fmt.Fprintf(&b, "  latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.LatencyMs.P50, s.LatencyMs.P99, s.LatencyMs.Max)
