@@ -301,10 +301,6 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if ctx.Err() != nil && cfg.RunID != "" {
 		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s continues from the newest recovery point", cfg.RunID))
 	}
-	if f.resume != "" {
-		s.Resumed = true
-		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
-	}
 	if f.summary == "json" {
 		return s.WriteJSON(stdout)
 	}

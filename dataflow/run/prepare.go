@@ -218,6 +218,10 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 		id := cfg.RunID
 		s.RunID = &id
 	}
+	if cfg.Resumed {
+		s.Resumed = true
+		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
+	}
 	hist.Fold(s)
 	if err := Finish(env, s); err != nil {
 		return nil, err
