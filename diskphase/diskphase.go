@@ -102,6 +102,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		readBatch = DefaultReadBatchRows
 	}
 	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
+	env.Config.RunID = runID // what run.Execute reports as run_id
 	if runID == "" || strings.ContainsAny(runID, "/\\ ") || strings.HasPrefix(runID, ".") {
 		return nil, fmt.Errorf("run id %q: use letters, digits, '-' and '_'", runID)
 	}

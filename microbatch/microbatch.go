@@ -178,6 +178,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 		return nil, fmt.Errorf("microbatch: %w", err)
 	}
 	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
+	env.Config.RunID = runID // what run.Execute reports as run_id
 	if !validStageID(runID) {
 		return nil, fmt.Errorf("microbatch: run id %q: use letters, digits, _ and - only", runID)
 	}

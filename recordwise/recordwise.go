@@ -141,6 +141,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 		return nil, nil, fmt.Errorf("recordwise: %w", err)
 	}
 	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
+	env.Config.RunID = runID // what run.Execute reports as run_id
 	if !validName(runID) {
 		return nil, nil, fmt.Errorf("recordwise: run id %q: use letters, digits, '.', '_' and '-' only", runID)
 	}

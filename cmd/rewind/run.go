@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -261,6 +263,17 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	ctx := cmd.Context()
 	policy := run.OutputRequireEmpty
+	if cmd.Flags().Changed("resume") && f.resume == "" {
+		return usagef("invalid --resume=: give a run id, or --resume alone for the run recorded in --output")
+	}
+	unlock, err := run.LockOutput(cfg.Output)
+	if errors.Is(err, run.ErrOutputLocked) {
+		return usagef("output directory %s is in use by another rewind process (%s holds its lock): wait for it to end, or choose another --output", cfg.Output, run.OutputLockName)
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	var resumed run.RunRecord
 	switch {
 	case f.resume != "":
@@ -288,7 +301,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	case cfg.RunID != "":
 		// Written before any output, so a process that dies at any later
 		// moment leaves a directory --resume can continue.
-		if err := run.WriteRunRecord(cfg.Output, run.RecordOf(cfg, env.Store.URL())); err != nil {
+		if err := run.WriteRunRecord(cfg.Output, run.RecordOf(cfg, env.Store.URL(), s3Endpoint(cfg))); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
@@ -298,8 +311,13 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if ctx.Err() != nil && cfg.RunID != "" {
-		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s continues from the newest recovery point", cfg.RunID))
+	switch {
+	case ctx.Err() != nil && cfg.RunID != "":
+		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite) continues from the newest recovery point", cfg.RunID))
+	case cfg.RunID != "":
+		if err := markFinished(cfg.Output); err != nil {
+			return err
+		}
 	}
 	if f.summary == "json" {
 		return s.WriteJSON(stdout)
@@ -369,8 +387,9 @@ func (f *runFlags) checkResume(exec run.Executor, cfg *run.Config) (run.RunRecor
 	return rec, nil
 }
 
-// checkResumedStorage compares the open store with the run's record, and
-// warns when it holds nothing of the run: then the run starts over under
+// checkResumedStorage compares the open store with the run's record,
+// refuses a run that finished, and warns when storage holds nothing of the
+// run: then the run starts over under
 // its id, which is right after a death before its first write, but after
 // storage was wiped an append sink shows every row published before as a
 // duplicate.
@@ -378,12 +397,40 @@ func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, r
 	if url := env.Store.URL(); url != rec.Storage {
 		return usagef("invalid --resume %s: flags differ from the run's: --storage was %q, now %q; a resumed run must read the same input and write the same output", rec.RunID, rec.Storage, url)
 	}
+	if ep := s3Endpoint(env.Config); ep != rec.S3Endpoint {
+		return usagef("invalid --resume %s: flags differ from the run's: --s3-endpoint (or $%s) was %q, now %q; a resumed run must use the same storage", rec.RunID, storage.EnvS3Endpoint, rec.S3Endpoint, ep)
+	}
+	if rec.Finished != nil {
+		return usagef("invalid --resume %s: the run finished at %s, so there is nothing to resume; --overwrite starts a new run in %s", rec.RunID, rec.Finished.Format(time.RFC3339), env.Config.Output)
+	}
 	objs, err := env.Store.List(ctx, exec.Name()+"/"+rec.Job+"/"+rec.RunID+"/")
 	if err != nil {
 		return fmt.Errorf("listing run %s in %s: %w", rec.RunID, env.Store.URL(), err)
 	}
 	if len(objs) == 0 {
-		fmt.Fprintf(stderr, "rewind: warning: %s holds nothing of run %s, so it starts again from the beginning (fine if the process died before its first write; rows it had published count as duplicates in append mode)\n", env.Store.URL(), rec.RunID)
+		fmt.Fprintf(stderr, "rewind: warning: %s holds nothing of run %s, so it starts again from the beginning (fine if the process died before its first write; if storage was lost since, rows already published in %s may become visible twice)\n", env.Store.URL(), rec.RunID, env.Config.Output)
 	}
 	return nil
+}
+
+// s3Endpoint is the S3 endpoint cfg's storage is reached at; empty for
+// local storage.
+func s3Endpoint(cfg run.Config) string {
+	if !strings.HasPrefix(strings.ToLower(cfg.Storage), "s3://") {
+		return ""
+	}
+	return cmp.Or(cfg.S3Endpoint, os.Getenv(storage.EnvS3Endpoint))
+}
+
+// markFinished records in the output directory that its run read its whole
+// input and completed its output, so a later --resume is refused instead
+// of billing a death that never happened.
+func markFinished(dir string) error {
+	rec, err := run.ReadRunRecord(dir)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	rec.Finished = &now
+	return run.WriteRunRecord(dir, rec)
 }

@@ -72,7 +72,16 @@ func ParseInputs(j *job.Job, values []string) (map[string]string, error) {
 	return out, nil
 }
 
-// OutputInUse reports whether dir already holds files, visible or not.
+// OutputLockName is the file LockOutput locks in an output directory. It
+// is not output: OutputInUse and ClearOutput leave it alone.
+const OutputLockName = "_rewind-run.lock"
+
+// ErrOutputLocked is LockOutput's error when another process holds the
+// lock.
+var ErrOutputLocked = errors.New("output directory is in use by another rewind process")
+
+// OutputInUse reports whether dir already holds files, visible or not,
+// besides the lock file.
 func OutputInUse(dir string) (bool, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -81,16 +90,25 @@ func OutputInUse(dir string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading output directory: %w", err)
 	}
-	return len(entries) > 0, nil
+	for _, e := range entries {
+		if e.Name() != OutputLockName {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
-// ClearOutput removes everything inside dir (not dir itself).
+// ClearOutput removes everything inside dir (not dir itself) but the lock
+// file, which the caller may hold.
 func ClearOutput(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
+		if e.Name() == OutputLockName {
+			continue
+		}
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 			return err
 		}
@@ -114,6 +132,9 @@ func (e InputError) Unwrap() error { return e.Err }
 type OutputBusyError struct{ Dir string }
 
 func (e OutputBusyError) Error() string {
+	if rec, err := ReadRunRecord(e.Dir); err == nil && rec.Finished == nil {
+		return fmt.Sprintf("output directory %s holds the output of run %s, which did not finish: --resume continues it, --overwrite clears it, or choose another --output", e.Dir, rec.RunID)
+	}
 	return fmt.Sprintf("output directory %s is not empty: choose another --output or pass --overwrite to clear it", e.Dir)
 }
 
@@ -197,12 +218,11 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	// still reach the --progress destination, if there is one.
 	hist := NewHistory(env.Config.Progress)
 	env.Config.Progress = hist
-	if env.Config.RunID == "" && exec.Name() != "reference" {
-		env.Config.RunID = NewRunID()
-	}
-	cfg.RunID = env.Config.RunID
 	s, err := exec.Run(ctx, env)
 	env.Config.Progress = cfg.Progress
+	// The executor wrote the run id it used into env.Config (its own
+	// option, the configured one, or a new one).
+	cfg.RunID = env.Config.RunID
 	if err != nil {
 		return nil, fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
 	}
@@ -214,7 +234,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	}
 	if exec.Name() == "reference" {
 		s.Parallelism = 1
-	} else {
+	} else if cfg.RunID != "" {
 		id := cfg.RunID
 		s.RunID = &id
 	}

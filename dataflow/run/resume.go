@@ -35,25 +35,57 @@ type RunRecord struct {
 	Inputs       map[string]string `json:"inputs"`
 	SinkMode     string            `json:"sink_mode"`
 	OutputFormat string            `json:"output_format"`
-	// Storage is the canonical URL of the run's durable storage.
-	Storage string    `json:"storage"`
-	Started time.Time `json:"started"`
+	// Seed is --seed: the seed of every gen: or push: input that names
+	// none.
+	Seed int64 `json:"seed"`
+	// Parallelism and the finite-job range are fixed for a disk-phase run:
+	// its units are cut from them (diskphase's run plan).
+	Parallelism int           `json:"parallelism"`
+	JobRecords  int64         `json:"job_records"`
+	JobInterval time.Duration `json:"job_interval"`
+	// Storage is the canonical URL of the run's durable storage, and
+	// S3Endpoint the endpoint it was reached at (s3:// only).
+	Storage    string    `json:"storage"`
+	S3Endpoint string    `json:"s3_endpoint,omitempty"`
+	Started    time.Time `json:"started"`
+	// Finished is set once the run has read its whole bounded input and
+	// completed its output: there is nothing left to resume.
+	Finished *time.Time `json:"finished,omitempty"`
 }
 
 // RecordOf is the record of a run of cfg in storage storageURL (the open
-// store's URL), started now.
-func RecordOf(cfg Config, storageURL string) RunRecord {
+// store's URL) reached at s3Endpoint (empty unless S3), started now.
+func RecordOf(cfg Config, storageURL, s3Endpoint string) RunRecord {
 	return RunRecord{RunID: cfg.RunID, Executor: cfg.Executor, Job: cfg.Job, Params: cfg.Params,
-		Inputs: cfg.Inputs, SinkMode: string(cfg.SinkMode), OutputFormat: string(cfg.OutputFormat),
-		Storage: storageURL, Started: time.Now().UTC()}
+		Inputs: absInputs(cfg.Inputs), SinkMode: string(cfg.SinkMode), OutputFormat: string(cfg.OutputFormat),
+		Seed: cfg.Seed, Parallelism: cfg.Parallelism, JobRecords: cfg.JobRecords, JobInterval: cfg.JobInterval,
+		Storage: storageURL, S3Endpoint: s3Endpoint, Started: time.Now().UTC()}
+}
+
+// absInputs makes the path of every file: input absolute, so a resume
+// started from another directory is compared by the files it would read.
+func absInputs(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for name, spec := range in {
+		if path, ok := strings.CutPrefix(spec, "file:"); ok && path != "" {
+			if abs, err := filepath.Abs(path); err == nil {
+				spec = "file:" + abs
+			}
+		}
+		out[name] = spec
+	}
+	return out
 }
 
 // Differences lists, as flag names with both values, where a run of cfg
-// would not continue the run r records. Parallelism and the timing flags
-// may change on a resume (each executor says whether it can rescale); what
-// the output is made of may not. Storage is compared apart, once it is
-// open, by its canonical URL (Store.URL): "st", "./st" and "file://st"
-// are one place, and a relative path from another directory is not.
+// would not continue the run r records: what the output is made of may not
+// change (job, inputs, --seed, job parameters, sink mode, format), nor
+// what a disk-phase run cut its units from. Parallelism (microbatch,
+// recordwise) and the timing flags may change; recordwise refuses a
+// parallelism change itself when the recovery point holds in-flight data.
+// Storage is compared apart, once it is open, by its canonical URL
+// (Store.URL): "st", "./st" and "file://st" are one place, and a relative
+// path from another directory is not.
 func (r RunRecord) Differences(cfg Config) []string {
 	var out []string
 	diff := func(flag, was, now string) {
@@ -63,15 +95,21 @@ func (r RunRecord) Differences(cfg Config) []string {
 	}
 	diff("--executor", r.Executor, cfg.Executor)
 	diff("--job", r.Job, cfg.Job)
-	if !maps.Equal(r.Inputs, cfg.Inputs) {
-		out = append(out, fmt.Sprintf("--input was %s, now %s", inputsText(r.Inputs), inputsText(cfg.Inputs)))
+	if now := absInputs(cfg.Inputs); !maps.Equal(r.Inputs, now) {
+		out = append(out, fmt.Sprintf("--input was %s, now %s", inputsText(r.Inputs), inputsText(now)))
 	}
+	diff("--seed", fmt.Sprint(r.Seed), fmt.Sprint(cfg.Seed))
 	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
 	diff("--window", ms(r.Params.Window), ms(cfg.Params.Window))
 	diff("--join-window", ms(r.Params.JoinWindow), ms(cfg.Params.JoinWindow))
 	diff("--max-disorder", ms(r.Params.MaxDisorder), ms(cfg.Params.MaxDisorder))
 	diff("--sink-mode", r.SinkMode, string(cfg.SinkMode))
 	diff("--output-format", r.OutputFormat, string(cfg.OutputFormat))
+	if r.Executor == "diskphase" && cfg.Executor == "diskphase" {
+		diff("--parallelism", fmt.Sprint(r.Parallelism), fmt.Sprint(cfg.Parallelism))
+		diff("--job-records", fmt.Sprint(r.JobRecords), fmt.Sprint(cfg.JobRecords))
+		diff("--job-interval", r.JobInterval.String(), cfg.JobInterval.String())
+	}
 	return out
 }
 
@@ -124,10 +162,25 @@ func WriteRunRecord(dir string, r RunRecord) error {
 	if err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, RunRecordName))
 	}
+	if err == nil {
+		err = syncDir(dir) // the rename itself must survive a power loss
+	}
 	if err != nil {
 		return fmt.Errorf("writing run record: %w", err)
 	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // ValidRunID reports whether id can name a run in every executor's storage

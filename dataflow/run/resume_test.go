@@ -23,7 +23,7 @@ func TestRunRecordRoundTrip(t *testing.T) {
 		t.Fatalf("empty directory: got %v, want ErrNoRunRecord", err)
 	}
 	cfg := resumeConfig()
-	if err := WriteRunRecord(dir, RecordOf(cfg, "file:///st")); err != nil {
+	if err := WriteRunRecord(dir, RecordOf(cfg, "file:///st", "")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadRunRecord(dir)
@@ -49,7 +49,7 @@ func TestRunRecordRoundTrip(t *testing.T) {
 }
 
 func TestRunRecordDifferencesNameTheFlag(t *testing.T) {
-	rec := RecordOf(resumeConfig(), "file:///st")
+	rec := RecordOf(resumeConfig(), "file:///st", "")
 	for flag, change := range map[string]func(*Config){
 		"--executor":      func(c *Config) { c.Executor = "recordwise" },
 		"--job":           func(c *Config) { c.Job = "etl" },
@@ -59,6 +59,7 @@ func TestRunRecordDifferencesNameTheFlag(t *testing.T) {
 		"--max-disorder":  func(c *Config) { c.Params.MaxDisorder++ },
 		"--sink-mode":     func(c *Config) { c.SinkMode = sink.Append },
 		"--output-format": func(c *Config) { c.OutputFormat = sink.CSV },
+		"--seed":          func(c *Config) { c.Seed++ },
 	} {
 		cfg := resumeConfig()
 		change(&cfg)
@@ -89,4 +90,82 @@ func TestValidRunID(t *testing.T) {
 			t.Errorf("ValidRunID(%q) = %v, want %v", id, got, want)
 		}
 	}
+}
+
+func TestRunRecordDiskPhaseKeepsItsUnits(t *testing.T) {
+	cfg := resumeConfig()
+	cfg.Executor, cfg.Parallelism, cfg.JobRecords = "diskphase", 2, 4000
+	rec := RecordOf(cfg, "file:///st", "")
+	for flag, change := range map[string]func(*Config){
+		"--parallelism":  func(c *Config) { c.Parallelism = 3 },
+		"--job-records":  func(c *Config) { c.JobRecords = 2000 },
+		"--job-interval": func(c *Config) { c.JobInterval = 5 },
+	} {
+		c := cfg
+		change(&c)
+		if d := rec.Differences(c); len(d) != 1 || !strings.HasPrefix(d[0], flag+" was ") {
+			t.Errorf("diskphase, changing %s: differences %q, want one naming %s", flag, d, flag)
+		}
+	}
+	// The other executors may rescale on a resume.
+	mb := resumeConfig()
+	mb.Parallelism = 2
+	rec = RecordOf(mb, "file:///st", "")
+	mb.Parallelism = 3
+	if d := rec.Differences(mb); len(d) != 0 {
+		t.Errorf("microbatch, changing --parallelism: differences %q, want none", d)
+	}
+}
+
+func TestRunRecordComparesFileInputsByAbsolutePath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := resumeConfig()
+	cfg.Inputs = map[string]string{"in": "file:data"}
+	rec := RecordOf(cfg, "file:///st", "")
+	if want := "file:" + filepath.Join(dir, "data"); rec.Inputs["in"] != want {
+		t.Fatalf("recorded input %q, want %q", rec.Inputs["in"], want)
+	}
+	if d := rec.Differences(cfg); len(d) != 0 {
+		t.Fatalf("the same relative path from the same directory differs: %v", d)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(sub)
+	if d := rec.Differences(cfg); len(d) != 1 || !strings.HasPrefix(d[0], "--input was ") {
+		t.Fatalf("the same relative path from another directory: differences %q, want --input", d)
+	}
+}
+
+func TestOutputLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	unlock, err := LockOutput(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy, err := OutputInUse(dir); err != nil || busy {
+		t.Fatalf("a directory holding only the lock: in use %v, %v; want not in use", busy, err)
+	}
+	// flock locks belong to the open file, so a second open in this process
+	// conflicts as another process would.
+	if _, err := LockOutput(dir); !errors.Is(err, ErrOutputLocked) {
+		t.Fatalf("second lock: %v, want ErrOutputLocked", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "part-0.csv"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearOutput(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, OutputLockName)); err != nil {
+		t.Fatalf("ClearOutput removed the lock file: %v", err)
+	}
+	unlock()
+	again, err := LockOutput(dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	again()
 }

@@ -61,9 +61,9 @@ type Config struct {
 	Fails             []fault.Spec
 	Seed              int64
 	// RunID names the run's namespace in durable storage. The CLI sets it
-	// (a new id, or the one --resume continues); empty means Execute picks
-	// a new one. An executor resumes from whatever its storage holds under
-	// that id.
+	// (a new id, or the one --resume continues); empty means the executor
+	// picks a new one. An executor resumes from whatever its storage holds
+	// under that id, and writes the id it used back here.
 	RunID string
 	// Resumed says RunID names a run whose earlier process died, and this
 	// process continues it (--resume).
@@ -117,6 +117,8 @@ type Executor interface {
 	// Run runs the job to the end of a bounded input (or until ctx is
 	// cancelled for an endless one), surviving the injected crashes, and
 	// returns its summary. Run does not call Sink.Finish; the caller does.
+	// An executor that keeps durable state sets env.Config.RunID to the
+	// run id it used.
 	Run(ctx context.Context, env *Env) (*Summary, error)
 }
 

@@ -47,6 +47,8 @@ func CheckResumedBill(t testing.TB, what string, s *run.Summary, kind string, po
 		t.Fatalf("%s: resumed from %s %d; storage held none", what, kind, *rf.ID)
 	case !point && rf.RecordsBefore != 0:
 		t.Fatalf("%s: storage held nothing, yet resumed_from covers %d records", what, rf.RecordsBefore)
+	case rf.RecordsBefore >= inputRecords:
+		t.Fatalf("%s: resumed_from covers all %d records: the earlier process had finished, so nothing was resumed", what, rf.RecordsBefore)
 	}
 	if s.RecordsIn+rf.RecordsBefore != inputRecords {
 		t.Fatalf("%s: records_in %d + resumed_from.records_before %d = %d, want the input once, %d",
