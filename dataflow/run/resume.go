@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // RunRecordName is the file in an output directory that names the run
@@ -163,24 +164,12 @@ func WriteRunRecord(dir string, r RunRecord) error {
 		err = os.Rename(tmp.Name(), filepath.Join(dir, RunRecordName))
 	}
 	if err == nil {
-		err = syncDir(dir) // the rename itself must survive a power loss
+		err = storage.SyncDir(dir) // the rename itself must survive a power loss
 	}
 	if err != nil {
 		return fmt.Errorf("writing run record: %w", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // ValidRunID reports whether id can name a run in every executor's storage

@@ -218,7 +218,7 @@ func (s *localStore) publish(name string, payload []byte, withTrailer bool) erro
 	}
 	done = true
 	// The rename is only durable once the directory entry is.
-	if err := syncDir(filepath.Dir(s.path(name))); err != nil {
+	if err := SyncDir(filepath.Dir(s.path(name))); err != nil {
 		return fmt.Errorf("fsync directory: %w", err)
 	}
 	return nil
@@ -270,7 +270,7 @@ func (s *localStore) ensureDir(dir string) error {
 		err := os.Mkdir(next, 0o755)
 		switch {
 		case err == nil:
-			if err := syncDir(cur); err != nil {
+			if err := SyncDir(cur); err != nil {
 				return fmt.Errorf("fsync directory %s: %w", cur, err)
 			}
 		case errors.Is(err, fs.ErrExist):
@@ -286,7 +286,9 @@ func (s *localStore) ensureDir(dir string) error {
 	return nil
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, so that a rename or create inside it
+// survives a power loss, not only the file's own bytes.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -420,7 +422,7 @@ func (s *localStore) Delete(ctx context.Context, name string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return s.errf("delete", name, err)
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := SyncDir(filepath.Dir(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return s.errf("delete", name, fmt.Errorf("fsync directory: %w", err))
 	}
 	s.pruneEmptyDirs(path.Dir(name))
