@@ -270,17 +270,23 @@ func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, 
 		o.aborted++
 	}
 	o.report.History = append(o.report.History, cs)
+	o.writeCheckpointEvent(cs)
 	o.mu.Unlock()
-	if o.progress != nil {
-		b, err := json.Marshal(struct {
-			Event string `json:"event"`
-			CheckpointStats
-		}{"checkpoint", cs})
-		if err == nil {
-			o.mu.Lock()
-			_, _ = fmt.Fprintf(o.progress, "%s\n", b)
-			o.mu.Unlock()
-		}
+}
+
+// writeCheckpointEvent writes cs as a "checkpoint" progress event, so the
+// progress stream (and `rewind trace`) holds every point the history
+// does. o.mu is held.
+func (o *observer) writeCheckpointEvent(cs CheckpointStats) {
+	if o.progress == nil {
+		return
+	}
+	b, err := json.Marshal(struct {
+		Event string `json:"event"`
+		CheckpointStats
+	}{"checkpoint", cs})
+	if err == nil {
+		_, _ = fmt.Fprintf(o.progress, "%s\n", b)
 	}
 }
 
@@ -338,6 +344,7 @@ func (o *observer) completedUnseen(info RestoreInfo) {
 		o.failed--
 	}
 	o.report.History = append(o.report.History, cs)
+	o.writeCheckpointEvent(cs)
 }
 
 // restarted completes the bill of r once the new incarnation runs: the
@@ -346,9 +353,12 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.report.Restores = append(o.report.Restores, info)
-	o.completedUnseen(info)
 	if e := o.resumed; e != nil && !e.restored {
+		// The point was completed by the earlier process: not one of
+		// this process's checkpoints.
 		o.restoredAfterDeath(e, info, restored, now)
+	} else {
+		o.completedUnseen(info)
 	}
 	if r == nil {
 		return

@@ -201,8 +201,13 @@ func describeEvent(ev run.TimedEvent) string {
 	switch ev.Event {
 	case "checkpoint":
 		status, _ := e["status"].(string)
-		fmt.Fprintf(&b, "%scheckpoint %.0f %s: triggered at %.1f ms, took %.1f ms; state %.0f B, in flight %.0f records (%.0f B)",
-			at, num("id"), strings.ToUpper(status), num("trigger_ms"), num("duration_ms"), num("state_bytes"), num("in_flight_records"), num("in_flight_bytes"))
+		fmt.Fprintf(&b, "%scheckpoint %.0f %s: ", at, num("id"), strings.ToUpper(status))
+		// A point whose completion was only noticed at restore has no
+		// timing: the coordinator that would have measured it died.
+		if num("trigger_ms") > 0 || num("duration_ms") > 0 {
+			fmt.Fprintf(&b, "triggered at %.1f ms, took %.1f ms; ", num("trigger_ms"), num("duration_ms"))
+		}
+		fmt.Fprintf(&b, "state %.0f B, in flight %.0f records (%.0f B)", num("state_bytes"), num("in_flight_records"), num("in_flight_bytes"))
 		if r, ok := e["reason"].(string); ok && r != "" {
 			fmt.Fprintf(&b, " (%s)", r)
 		}
