@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -44,7 +45,7 @@ const (
 
 // runPrefix is the namespace of one run.
 func runPrefix(jobName, runID string) string {
-	return "recordwise/" + jobName + "/" + runID + "/"
+	return run.RunPrefix("recordwise", jobName, runID)
 }
 
 // chkDir is the directory of checkpoint id, relative to the run prefix,

@@ -274,10 +274,10 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer unlock()
-	var resumed run.RunRecord
+	var rec run.RunRecord // the output directory's, for runs that keep one
 	switch {
 	case f.resume != "":
-		if resumed, err = f.resumeRun(exec, &cfg); err != nil {
+		if rec, err = f.resumeRun(exec, &cfg); err != nil {
 			return err
 		}
 		policy = run.OutputResume
@@ -294,14 +294,15 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	defer env.Close()
 	switch {
 	case cfg.Resumed:
-		if err := checkResumedStorage(ctx, exec, env, resumed, stderr); err != nil {
+		if err := checkResumedStorage(ctx, exec, env, rec, stderr); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "rewind: resuming run %s from %s (if this process dies, resume with --resume %s)\n", cfg.RunID, env.Store.URL(), cfg.RunID)
 	case cfg.RunID != "":
 		// Written before any output, so a process that dies at any later
 		// moment leaves a directory --resume can continue.
-		if err := run.WriteRunRecord(cfg.Output, run.RecordOf(cfg, env.Store.URL(), s3Endpoint(cfg))); err != nil {
+		rec = run.RecordOf(cfg, env.Store.URL(), s3Endpoint(cfg))
+		if err := run.WriteRunRecord(cfg.Output, rec); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
@@ -315,7 +316,11 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	case ctx.Err() != nil && cfg.RunID != "":
 		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite) continues from the newest recovery point", cfg.RunID))
 	case cfg.RunID != "":
-		if err := markFinished(cfg.Output); err != nil {
+		// A later --resume is refused instead of billing a death that
+		// never happened.
+		now := time.Now().UTC()
+		rec.Finished = &now
+		if err := run.WriteRunRecord(cfg.Output, rec); err != nil {
 			return err
 		}
 	}
@@ -336,22 +341,11 @@ func (f *runFlags) resumeArg(cmd *cobra.Command, args []string) error {
 	return cobra.NoArgs(cmd, args)
 }
 
-// resumeRun checks that --resume may continue a run into cfg.Output and
-// sets cfg.RunID to that run. A run resumes only into the directory it was
+// resumeRun checks --resume against the flags and the run record in
+// cfg.Output, sets cfg.RunID and cfg.Resumed, and returns the record. A run resumes only into the directory it was
 // writing, reading the same inputs: the rows it emitted before its newest
 // recovery point are there and are not produced again.
 func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord, error) {
-	rec, err := f.checkResume(exec, cfg)
-	if err != nil {
-		return rec, err
-	}
-	cfg.RunID, cfg.Resumed = rec.RunID, true
-	return rec, nil
-}
-
-// checkResume checks --resume against the flags and the output
-// directory's run record, and returns the record.
-func (f *runFlags) checkResume(exec run.Executor, cfg *run.Config) (run.RunRecord, error) {
 	var rec run.RunRecord
 	if exec.Name() == "reference" {
 		return rec, usagef("invalid --resume: the reference executor keeps no recovery points; give the --executor the run used")
@@ -384,6 +378,7 @@ func (f *runFlags) checkResume(exec run.Executor, cfg *run.Config) (run.RunRecor
 	if d := rec.Differences(*cfg); len(d) > 0 {
 		return rec, usagef("invalid --resume %s: flags differ from the run's: %s; a resumed run must read the same input and write the same output", id, strings.Join(d, "; "))
 	}
+	cfg.RunID, cfg.Resumed = id, true
 	return rec, nil
 }
 
@@ -403,7 +398,7 @@ func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, r
 	if rec.Finished != nil {
 		return usagef("invalid --resume %s: the run finished at %s, so there is nothing to resume; --overwrite starts a new run in %s", rec.RunID, rec.Finished.Format(time.RFC3339), env.Config.Output)
 	}
-	objs, err := env.Store.List(ctx, exec.Name()+"/"+rec.Job+"/"+rec.RunID+"/")
+	objs, err := env.Store.List(ctx, run.RunPrefix(exec.Name(), rec.Job, rec.RunID))
 	if err != nil {
 		return fmt.Errorf("listing run %s in %s: %w", rec.RunID, env.Store.URL(), err)
 	}
@@ -420,17 +415,4 @@ func s3Endpoint(cfg run.Config) string {
 		return ""
 	}
 	return cmp.Or(cfg.S3Endpoint, os.Getenv(storage.EnvS3Endpoint))
-}
-
-// markFinished records in the output directory that its run read its whole
-// input and completed its output, so a later --resume is refused instead
-// of billing a death that never happened.
-func markFinished(dir string) error {
-	rec, err := run.ReadRunRecord(dir)
-	if err != nil {
-		return err
-	}
-	now := time.Now().UTC()
-	rec.Finished = &now
-	return run.WriteRunRecord(dir, rec)
 }

@@ -108,8 +108,7 @@ func TestFilterContiguousRunIsZeroCopy(t *testing.T) {
 }
 
 func TestFilterNulls(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	f := ftNew(t, mem)
 	defer f.Close()
 	b := array.NewRecordBuilder(mem, tsSrcSchema)
@@ -140,8 +139,7 @@ func TestFilterNulls(t *testing.T) {
 }
 
 func TestFilterOtherColumnTypes(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	s := arrow.NewSchema([]arrow.Field{
 		{Name: "name", Type: arrow.BinaryTypes.String},
 		{Name: "value", Type: arrow.PrimitiveTypes.Int64},
@@ -193,8 +191,7 @@ func TestFilterColumnErrors(t *testing.T) {
 }
 
 func TestFilterRejectsOtherPorts(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	f := ftNew(t, mem)
 	defer f.Close()
 	in := optest.Batch(mem, tsSrcSchema, [][]int64{{1, 1, 1, 1}})

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
@@ -55,8 +54,7 @@ func TestJoinConstructorErrors(t *testing.T) {
 }
 
 func TestJoinGolden(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newJoinOp(t, 5)
 	defer op.Close()
 	winOpen(t, op, mem, keygroup.All)
@@ -141,8 +139,7 @@ func TestJoinGolden(t *testing.T) {
 // Times near the int64 limits must not wrap around in the probe and prune
 // bounds.
 func TestJoinExtremeTimestamps(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newJoinOp(t, 10)
 	defer op.Close()
 	winOpen(t, op, mem, keygroup.All)
@@ -199,8 +196,7 @@ func joinOracle(left, right [][]int64, within int64) [][]int64 {
 }
 
 func TestJoinOrderIndependence(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 4))
 		within := rng.Int64N(30)
@@ -219,8 +215,7 @@ func TestJoinOrderIndependence(t *testing.T) {
 // Pruning must actually bound the state: with watermarks following the
 // input, what stays buffered is only rows within reach of the watermark.
 func TestJoinPruningBoundsState(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	const within, disorder = 20, 5
 	rng := rand.New(rand.NewPCG(5, 5))
 	cfg := winGenConfig{ports: 2, partsPerPort: 2, rowsPerPart: 500, keys: 7,
@@ -255,8 +250,7 @@ func TestJoinPruningBoundsState(t *testing.T) {
 }
 
 func TestJoinSnapshotProperty(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	for seed := uint64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 6))
 		within := rng.Int64N(25)
@@ -274,8 +268,7 @@ func TestJoinSnapshotProperty(t *testing.T) {
 }
 
 func TestJoinRescaleProperty(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	for seed := uint64(1); seed <= 25; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 8))
 		within := rng.Int64N(25)
@@ -291,8 +284,7 @@ func TestJoinRescaleProperty(t *testing.T) {
 }
 
 func TestJoinRestoreRejects(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	state := winPartMaker(t, mem, newJoinOp(t, 5))
 	k := int64(3)
 	kg := keygroup.Of(k)
@@ -333,8 +325,7 @@ func TestJoinRestoreRejects(t *testing.T) {
 // A restored instance agrees on what is late and keeps joining the restored
 // rows.
 func TestJoinRestoreKeepsWatermark(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newJoinOp(t, 5)
 	winOpen(t, op, mem, keygroup.All)
 	out := &winSink{t: t, schema: op.OutputSchema()}

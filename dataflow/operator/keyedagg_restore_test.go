@@ -41,8 +41,7 @@ func ktLargeState(t *testing.T, mem memory.Allocator, r *rand.Rand) []operator.K
 // (which share a table) are restored serially and rejected.
 func TestKeyedAggRestoreOnSeveralGoroutines(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 7))
 	parts := ktLargeState(t, mem, r)

@@ -54,8 +54,7 @@ func ktSameState(a, b map[int][][]int64) bool {
 // same state, and that a snapshot taken while an earlier one is still held
 // leaves the held one intact.
 func TestKeyedAggSnapshotReusesReleasedMemory(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	ca := &ktCountingAlloc{Allocator: mem}
@@ -103,8 +102,7 @@ func TestKeyedAggSnapshotReusesReleasedMemory(t *testing.T) {
 // released after Close, or concurrently with the next Snapshot (as an
 // asynchronous encoder does), all goes back to the allocator.
 func TestKeyedAggSnapshotReleasedAfterClose(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 1))
 	op := ktOpen(t, mem, keygroup.All)
@@ -134,8 +132,7 @@ func TestKeyedAggSnapshotReleasedAfterClose(t *testing.T) {
 // must be byte for byte equal (no leftover of an earlier snapshot may reach
 // storage), and Snapshot of a closed instance is an error, not a crash.
 func TestKeyedAggSnapshotsOfOneStateEncodeAlike(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 3))
 	op := ktOpen(t, mem, keygroup.All)

@@ -79,8 +79,7 @@ func ktSnapshotRows(t *testing.T, op operator.Stateful) map[int][][]int64 {
 }
 
 func TestKeyedAggGolden(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
 	if got := op.OutputSchema().Field(3).Name; got != sink.VersionColumn {
@@ -126,8 +125,7 @@ func TestKeyedAggGolden(t *testing.T) {
 }
 
 func TestKeyedAggSnapshotNeedsFlush(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
 	ktProcess(t, op, mem, ktRows(1, 1))
@@ -142,8 +140,7 @@ func TestKeyedAggSnapshotNeedsFlush(t *testing.T) {
 }
 
 func TestKeyedAggEmptyState(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
 	ktProcess(t, op, mem, nil)
@@ -184,8 +181,7 @@ func ktKeyInGroup(kg int) int64 {
 }
 
 func TestKeyedAggRejectsKeysOfOtherGroups(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.RangeFor(0, 2))
 	defer op.Close()
 	b := optest.Batch(mem, tsSrcSchema, ktRows(ktKeyInGroup(100), 1))
@@ -197,8 +193,7 @@ func TestKeyedAggRejectsKeysOfOtherGroups(t *testing.T) {
 }
 
 func TestKeyedAggRestoreRejectsBadState(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	k5 := ktKeyInGroup(5)
 	for _, tc := range []struct {
 		name string
@@ -230,8 +225,7 @@ func TestKeyedAggRestoreRejectsBadState(t *testing.T) {
 }
 
 func TestKeyedAggNullSums(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
 	bld := array.NewRecordBuilder(mem, tsSrcSchema)
@@ -261,8 +255,7 @@ func TestKeyedAggNullSums(t *testing.T) {
 // TestKeyedAggLargeFlush covers tables growing while keys are pending and a
 // Flush split over several batches.
 func TestKeyedAggLargeFlush(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
 	const n = 150_000
@@ -332,8 +325,7 @@ func ktRandomSteps(r *rand.Rand, m ktModel) []optest.Step {
 }
 
 func TestKeyedAggSnapshotRestoreProperty(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	for i := range 100 {
@@ -375,8 +367,7 @@ func ktCheckVersions(t *testing.T, where string, rows [][]int64) {
 }
 
 func TestKeyedAggRejectsBatchOfAnotherSchema(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := ktOpen(t, mem, keygroup.All)
 	defer op.Close()
 	s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "key", Type: arrow.BinaryTypes.String}}, nil)
@@ -392,8 +383,7 @@ func TestKeyedAggRejectsBatchOfAnotherSchema(t *testing.T) {
 }
 
 func TestKeyedAggFlushOrderAcrossPatterns(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	seed := testseed.Seed(t)
 	r := rand.New(rand.NewPCG(seed, 0))
 	op := ktOpen(t, mem, keygroup.All)

@@ -24,8 +24,7 @@ func ptNew(t *testing.T, mem memory.Allocator, exprs ...operator.NamedExpr) oper
 }
 
 func TestProjectColModConst(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	p := ptNew(t, mem,
 		operator.NamedExpr{Name: "k", Expr: operator.Col("key")},
 		operator.NamedExpr{Name: "m16", Expr: operator.ModConst("key", 16)},
@@ -83,8 +82,7 @@ func TestProjectColModConst(t *testing.T) {
 }
 
 func TestProjectConstAcrossBatchSizes(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	p := ptNew(t, mem,
 		operator.NamedExpr{Name: "id", Expr: operator.Col("id")},
 		operator.NamedExpr{Name: "_version", Expr: operator.Const(-3)},
@@ -118,8 +116,7 @@ func TestProjectConstAcrossBatchSizes(t *testing.T) {
 }
 
 func TestProjectModConstNulls(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	p := ptNew(t, mem, operator.NamedExpr{Name: "b", Expr: operator.ModConst("key", 3)})
 	defer p.Close()
 	b := array.NewRecordBuilder(mem, tsSrcSchema)
@@ -169,8 +166,7 @@ func TestProjectErrors(t *testing.T) {
 
 // TestProjectColPassesOtherTypes checks that Col passes any type through.
 func TestProjectColPassesOtherTypes(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	s := arrow.NewSchema([]arrow.Field{{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
 	p, err := operator.NewProject(s, []operator.NamedExpr{{Name: "n", Expr: operator.Col("name")}})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
@@ -50,8 +49,7 @@ func TestWindowConstructorErrors(t *testing.T) {
 }
 
 func TestWindowGolden(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newWinOp(t, 10)
 	defer op.Close()
 	winOpen(t, op, mem, keygroup.All)
@@ -126,8 +124,7 @@ func TestWindowGolden(t *testing.T) {
 // Timestamps at the int64 limits must not wrap: the first window is cut at
 // MinInt64 and the last one ends (saturated) at EndOfTime.
 func TestWindowExtremeTimestamps(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newWinOp(t, 1000)
 	defer op.Close()
 	winOpen(t, op, mem, keygroup.All)
@@ -185,8 +182,7 @@ func winOracle(rows [][]int64, size int64) [][]int64 {
 }
 
 func TestWindowOrderIndependence(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	for seed := uint64(1); seed <= 60; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		size := 1 + rng.Int64N(50)
@@ -201,8 +197,7 @@ func TestWindowOrderIndependence(t *testing.T) {
 }
 
 func TestWindowSnapshotProperty(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	for seed := uint64(1); seed <= 25; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 2))
 		size := 1 + rng.Int64N(30)
@@ -218,8 +213,7 @@ func TestWindowSnapshotProperty(t *testing.T) {
 }
 
 func TestWindowRescaleProperty(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	for seed := uint64(1); seed <= 25; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 3))
 		size := 1 + rng.Int64N(30)
@@ -236,8 +230,7 @@ func TestWindowRescaleProperty(t *testing.T) {
 // group's watermark, and a restored instance agrees on what is late, both in
 // restored groups and in groups that had no part.
 func TestWindowSnapshotGroupsAndWatermark(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newWinOp(t, 10)
 	defer op.Close()
 	winOpen(t, op, mem, keygroup.All)
@@ -322,8 +315,7 @@ func TestWindowSnapshotGroupsAndWatermark(t *testing.T) {
 }
 
 func TestWindowRestoreRejects(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	state := winPartMaker(t, mem, newWinOp(t, 10))
 	k := int64(3)
 	kg := keygroup.Of(k)
@@ -353,8 +345,7 @@ func TestWindowRestoreRejects(t *testing.T) {
 }
 
 func TestWindowProcessRejects(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+	mem := checkedMem(t)
 	op := newWinOp(t, 10)
 	defer op.Close()
 	k := int64(3)

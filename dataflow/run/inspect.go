@@ -48,6 +48,13 @@ type Inspector interface {
 	RecoveryPoints(objs []storage.Object) []RecoveryPoint
 }
 
+// RunPrefix is the namespace of one run in durable storage,
+// "<executor>/<job>/<run id>/", under which every executor keeps its
+// objects.
+func RunPrefix(executor, job, runID string) string {
+	return executor + "/" + job + "/" + runID + "/"
+}
+
 // SplitRunName splits an object name "<executor>/<job>/<run id>/<rest>"
 // into "<job>/<run id>" and rest; ok is false for names of other executors
 // or of another shape.
