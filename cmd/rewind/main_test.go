@@ -151,6 +151,7 @@ func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 		"whole milliseconds":      {"run", "--window", "1500us"},
 		"--list-fail-points":      {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
 		"worker 7 does not exist": {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
+		`unknown point "nowhere"`: {"run", "--executor", "recordwise", "--fail", "worker=1,after-records=5,after-point=nowhere"},
 		"lineage, rerun-batch":    {"run", "--lost-piece-recovery", "sometimes"},
 	}
 	for phrase, args := range cases {
@@ -228,6 +229,22 @@ func referenceOutput(t *testing.T, j *job.Job, inputs []string) *sink.Table {
 		t.Fatal(err)
 	}
 	return want
+}
+
+// TestAFailThatNeverFiredIsNoted: a crash asked for but never reached must
+// not pass silently as a crash-free run.
+func TestAFailThatNeverFiredIsNoted(t *testing.T) {
+	code, stdout, stderr := rewind(t, "run", "--executor", "microbatch", "--input", "gen:records=500", "--output", filepath.Join(t.TempDir(), "o"),
+		"--storage", "file://"+t.TempDir(), "--fail", "worker=1,after-records=100000", "--fail", "worker=0,after-records=100")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "--fail worker=1,after-records=100000 did not fire") || strings.Contains(stdout, "worker=0,after-records=100 did not fire") {
+		t.Errorf("the summary should note the one crash that did not fire:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "crashes 1,") {
+		t.Errorf("the crash that fired is not counted:\n%s", stdout)
+	}
 }
 
 func TestNonEmptyOutputNeedsOverwrite(t *testing.T) {

@@ -90,7 +90,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
-	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N or point=NAME[,occurrence=K] (repeatable)")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K] (repeatable)")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
 	fl.StringVar(&f.progress, "progress", "", "progress events: json (one line each on stderr); default none")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")

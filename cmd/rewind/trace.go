@@ -29,8 +29,8 @@ func newTraceCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Run a tiny job with one crash and show, step by step, how its executor recovers",
-		Long: `trace runs a small paced input through one executor, kills a worker half-way
-(unless --fail none) and prints a timeline built from the executor's progress
+		Long: `trace runs a small paced input through one executor, kills a worker half-way,
+once the first recovery point is durable (unless --fail says otherwise), and prints a timeline built from the executor's progress
 events: for recordwise, every checkpoint with, per task, when its marker
 arrived, how long alignment, the synchronous copy and the asynchronous write
 took, and the in-flight records persisted; for microbatch, every batch with
@@ -47,7 +47,7 @@ records read again, and whether the result equals the reference executor's.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: microbatch, diskphase, recordwise")
 	fl.StringVar(&f.barriers, "barriers", "unaligned", "recordwise barrier handling: aligned, unaligned")
-	fl.StringArrayVar(&f.fails, "fail", nil, "crash to inject (repeatable), or none; default: worker 1 at half the input")
+	fl.StringArrayVar(&f.fails, "fail", nil, "crash to inject (repeatable), or none; default: worker 1 at half the input, once the first recovery point is durable")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log executor details to stderr")
 	f.addJobFlags(fl)
 	return cmd
@@ -63,6 +63,16 @@ func traceInputs(jobName string, seed int64) map[string]string {
 		}
 	}
 	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=4000,keys=8,partitions=2,rate=20000,seed=%d", seed)}
+}
+
+// traceCrashAfter names, per executor, the point that makes its first
+// recovery point durable. The default crash waits for it as well as for
+// half the input, so the story always shows a recovery from a recovery
+// point, however slowly the machine runs the first one.
+var traceCrashAfter = map[string]string{
+	"recordwise": "checkpoint.after-metadata",
+	"microbatch": "batch.after-commit",
+	"diskphase":  "job.after-commit",
 }
 
 func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
@@ -130,7 +140,11 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !none && len(cfg.Fails) == 0 {
-		cfg.Fails = []fault.Spec{{Worker: min(1, exec.Workers(cfg)-1), AfterRecords: max(ref.RecordsIn/2, 1)}}
+		cfg.Fails = []fault.Spec{{Worker: min(1, exec.Workers(cfg)-1), AfterRecords: max(ref.RecordsIn/2, 1),
+			AfterPoint: traceCrashAfter[exec.Name()]}}
+		if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
+			return fmt.Errorf("trace's default crash: %w", err)
+		}
 	}
 
 	tl := run.NewTimeline()

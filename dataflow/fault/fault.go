@@ -2,7 +2,9 @@
 //
 // Two kinds of fault exist:
 //   - worker=W,after-records=N kills worker W once the job has read N input
-//     records (counted over all sources, from the start of the run);
+//     records (counted over all sources, from the start of the run); with
+//     after-point=NAME added, it waits until the named point has also been
+//     reached once (for example, until the first checkpoint is durable);
 //   - point=NAME[,occurrence=K] crashes the process role that reaches the
 //     named point for the K-th time (default 1). Each executor lists the
 //     points it has (rewind run --executor E --list-fail-points).
@@ -15,6 +17,7 @@ package fault
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +28,10 @@ type Spec struct {
 	// Worker kills: Worker >= 0 and AfterRecords > 0.
 	Worker       int
 	AfterRecords int64
+	// AfterPoint, if set, holds a worker kill back until the named point
+	// has been reached at least once, so that a crash lands after a step
+	// of the protocol whatever the scheduling.
+	AfterPoint string
 	// Named points: Point != "" and Occurrence >= 1.
 	Point      string
 	Occurrence int
@@ -35,12 +42,15 @@ func (s Spec) IsWorkerKill() bool { return s.Point == "" }
 
 func (s Spec) String() string {
 	if s.IsWorkerKill() {
+		if s.AfterPoint != "" {
+			return fmt.Sprintf("worker=%d,after-records=%d,after-point=%s", s.Worker, s.AfterRecords, s.AfterPoint)
+		}
 		return fmt.Sprintf("worker=%d,after-records=%d", s.Worker, s.AfterRecords)
 	}
 	return fmt.Sprintf("point=%s,occurrence=%d", s.Point, s.Occurrence)
 }
 
-const usage = "allowed: worker=W,after-records=N or point=NAME[,occurrence=K]"
+const usage = "allowed: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K]"
 
 // Parse parses one --fail value.
 func Parse(text string) (Spec, error) {
@@ -71,13 +81,15 @@ func Parse(text string) (Spec, error) {
 			}
 		case "point":
 			s.Point = v
+		case "after-point":
+			s.AfterPoint = v
 		default:
 			return Spec{}, fmt.Errorf("invalid --fail %q: unknown key %q (%s)", text, k, usage)
 		}
 	}
 	switch {
-	case s.Point != "" && (seen["worker"] || seen["after-records"]):
-		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with worker= or after-records= (%s)", text, usage)
+	case s.Point != "" && (seen["worker"] || seen["after-records"] || seen["after-point"]):
+		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with worker=, after-records= or after-point= (%s)", text, usage)
 	case s.Point != "":
 		if s.Occurrence == 0 {
 			s.Occurrence = 1
@@ -94,20 +106,17 @@ func Parse(text string) (Spec, error) {
 // worker indexes against its worker count.
 func Validate(specs []Spec, points []string, workers int) error {
 	for _, s := range specs {
+		name := s.Point
 		if s.IsWorkerKill() {
 			if s.Worker >= workers {
 				return fmt.Errorf("invalid --fail %s: worker %d does not exist (workers are 0..%d)", s, s.Worker, workers-1)
 			}
-			continue
-		}
-		known := false
-		for _, p := range points {
-			if p == s.Point {
-				known = true
+			if name = s.AfterPoint; name == "" {
+				continue
 			}
 		}
-		if !known {
-			return fmt.Errorf("invalid --fail %s: unknown point %q (list them with --list-fail-points)", s, s.Point)
+		if !slices.Contains(points, name) {
+			return fmt.Errorf("invalid --fail %s: unknown point %q (list them with --list-fail-points)", s, name)
 		}
 	}
 	return nil
@@ -165,7 +174,8 @@ func (in *Injector) Point(name string, worker int) error {
 }
 
 // Read adds n records to the count of records read; it returns a *Crash for
-// the first armed worker kill whose threshold is reached.
+// the first armed worker kill whose threshold is reached (and whose
+// after-point, if any, has been reached).
 func (in *Injector) Read(n int64) error {
 	if in == nil {
 		return nil
@@ -174,7 +184,7 @@ func (in *Injector) Read(n int64) error {
 	defer in.mu.Unlock()
 	in.read += n
 	for i, s := range in.specs {
-		if !in.fired[i] && s.IsWorkerKill() && in.read >= s.AfterRecords {
+		if !in.fired[i] && s.IsWorkerKill() && in.read >= s.AfterRecords && (s.AfterPoint == "" || in.counts[s.AfterPoint] > 0) {
 			in.fired[i] = true
 			in.Fired = append(in.Fired, s)
 			return &Crash{Spec: s, Worker: s.Worker}

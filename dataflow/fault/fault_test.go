@@ -7,9 +7,10 @@ import (
 
 func TestParse(t *testing.T) {
 	good := map[string]Spec{
-		"worker=1,after-records=500":       {Worker: 1, AfterRecords: 500},
-		"point=batch.mid-run":              {Worker: -1, Point: "batch.mid-run", Occurrence: 1},
-		"point=batch.mid-run,occurrence=3": {Worker: -1, Point: "batch.mid-run", Occurrence: 3},
+		"worker=1,after-records=500":                                     {Worker: 1, AfterRecords: 500},
+		"point=batch.mid-run":                                            {Worker: -1, Point: "batch.mid-run", Occurrence: 1},
+		"point=batch.mid-run,occurrence=3":                               {Worker: -1, Point: "batch.mid-run", Occurrence: 3},
+		"worker=0,after-records=9,after-point=checkpoint.after-metadata": {Worker: 0, AfterRecords: 9, AfterPoint: "checkpoint.after-metadata"},
 	}
 	for in, want := range good {
 		got, err := Parse(in)
@@ -23,6 +24,8 @@ func TestParse(t *testing.T) {
 		"worker=x,after-records=5":              "whole number",
 		"worker=1,after-records=0":              "whole number",
 		"point=a,worker=1":                      "cannot be combined",
+		"point=a,after-point=b":                 "cannot be combined",
+		"worker=1,after-point=b":                "needs both",
 		"occurrence=2,worker=1,after-records=3": "goes with point",
 		"colour=red":                            "unknown key",
 		"point":                                 "not key=value",
@@ -62,6 +65,37 @@ func TestInjectorFiresOnceAtTheRightOccurrence(t *testing.T) {
 	}
 }
 
+// TestAfterPointHoldsTheKillBack: a worker kill with after-point fires at
+// the first read after both its record threshold and its point are reached,
+// in whichever order they come, and the spec prints as it was written.
+func TestAfterPointHoldsTheKillBack(t *testing.T) {
+	text := "worker=1,after-records=10,after-point=cp.done"
+	s, err := Parse(text)
+	if err != nil || s.String() != text {
+		t.Fatalf("Parse(%q) = %v, %v; String %q", text, s, err, s.String())
+	}
+	in := NewInjector([]Spec{s})
+	if err := in.Read(50); err != nil {
+		t.Fatalf("fired before the point was reached: %v", err)
+	}
+	if err := in.Point("cp.done", -1); err != nil {
+		t.Fatalf("the point itself crashed: %v", err)
+	}
+	if c, ok := AsCrash(in.Read(1)); !ok || c.Worker != 1 {
+		t.Fatalf("first read after the point: got %v, want a crash of worker 1", c)
+	}
+
+	// Point first, records after.
+	in = NewInjector([]Spec{s})
+	_ = in.Point("cp.done", -1)
+	if err := in.Read(9); err != nil {
+		t.Fatalf("fired before the threshold: %v", err)
+	}
+	if _, ok := AsCrash(in.Read(1)); !ok {
+		t.Fatal("did not fire at the threshold once the point was reached")
+	}
+}
+
 func TestValidate(t *testing.T) {
 	specs := []Spec{{Worker: -1, Point: "x", Occurrence: 1}}
 	if err := Validate(specs, []string{"y"}, 2); err == nil || !strings.Contains(err.Error(), "--list-fail-points") {
@@ -69,5 +103,11 @@ func TestValidate(t *testing.T) {
 	}
 	if err := Validate([]Spec{{Worker: 2, AfterRecords: 1}}, nil, 2); err == nil {
 		t.Fatal("worker 2 of 2 accepted")
+	}
+	if err := Validate([]Spec{{Worker: 1, AfterRecords: 1, AfterPoint: "x"}}, []string{"y"}, 2); err == nil || !strings.Contains(err.Error(), `unknown point "x"`) {
+		t.Fatalf("unknown after-point: %v", err)
+	}
+	if err := Validate([]Spec{{Worker: 1, AfterRecords: 1, AfterPoint: "y"}}, []string{"y"}, 2); err != nil {
+		t.Fatalf("known after-point: %v", err)
 	}
 }

@@ -242,6 +242,9 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 		s.Resumed = true
 		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
 	}
+	for _, f := range env.Faults.Pending() {
+		s.Notes = append(s.Notes, fmt.Sprintf("--fail %s did not fire: the run ended before reaching it", f))
+	}
 	hist.Fold(s)
 	if err := Finish(env, s); err != nil {
 		return nil, err
