@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -552,7 +553,10 @@ func TestTraceTellsTheRecovery(t *testing.T) {
 		"microbatch": {"batch 0:", "offsets in/p0 [0,", "CRASH: worker 1", "RECOVERED"},
 		"diskphase":  {"finite job 0 committed", "CRASH: worker 1"},
 	} {
-		code, stdout, stderr := rewind(t, "trace", "--executor", exec)
+		// The trace's own input at a slower pace: under -race on a loaded
+		// machine a first checkpoint has taken 220 ms, longer than the
+		// default input lasts, and the crash waits for it.
+		code, stdout, stderr := rewind(t, "trace", "--executor", exec, "--input", "gen:records=4000,keys=8,partitions=2,rate=8000,seed=1")
 		if code != 0 {
 			t.Fatalf("trace --executor %s: exit %d: %s", exec, code, stderr)
 		}
@@ -564,5 +568,34 @@ func TestTraceTellsTheRecovery(t *testing.T) {
 	}
 	if code, _, stderr := rewind(t, "trace", "--executor", "reference"); code != exitUsage || !strings.Contains(stderr, "allowed are") {
 		t.Errorf("trace of the reference: exit %d, %s", code, stderr)
+	}
+}
+
+// TestInterruptedRunExits130WithItsSummary: an interrupt stops the run, the
+// summary of what ran is still printed with a note on how to go on, and the
+// exit code (130) tells a script the run did not finish; the run can then
+// be resumed.
+func TestInterruptedRunExits130WithItsSummary(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "o")
+	args := []string{"run", "--executor", "microbatch", "--input", "gen:records=0,rate=5000", "--output", out,
+		"--storage", "file://" + t.TempDir(), "--trigger", "20ms"}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr bytes.Buffer
+	// The input is endless: only the interrupt ends this run, whenever it
+	// comes.
+	time.AfterFunc(300*time.Millisecond, cancel)
+	code := execute(ctx, args, &stdout, &stderr)
+	if code != 130 {
+		t.Fatalf("exit %d, want 130; stderr %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "interrupted: the same command with --resume") {
+		t.Errorf("the summary lacks the resume note:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "rewind: interrupted before the run finished") {
+		t.Errorf("stderr does not say the run was interrupted: %s", stderr.String())
+	}
+	rec, err := run.ReadRunRecord(out)
+	if err != nil || rec.Finished != nil {
+		t.Fatalf("the run record after an interrupt: %+v, %v; want an unfinished record", rec, err)
 	}
 }

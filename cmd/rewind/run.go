@@ -312,9 +312,12 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	interrupted := ctx.Err() != nil
 	switch {
-	case ctx.Err() != nil && cfg.RunID != "":
+	case interrupted && cfg.RunID != "":
 		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite) continues from the newest recovery point", cfg.RunID))
+	case interrupted:
+		s.Notes = append(s.Notes, "interrupted: the output holds only what ran before the interrupt")
 	case cfg.RunID != "":
 		// A later --resume is refused instead of billing a death that
 		// never happened.
@@ -324,11 +327,31 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	write := s.WriteText
 	if f.summary == "json" {
-		return s.WriteJSON(stdout)
+		write = s.WriteJSON
 	}
-	return s.WriteText(stdout)
+	if err := write(stdout); err != nil {
+		return err
+	}
+	if interrupted {
+		// The summary is of the part that ran; the exit code tells a
+		// script that the run did not finish.
+		return errInterrupted
+	}
+	return nil
 }
+
+// errInterrupted ends a run stopped by SIGINT or SIGTERM after its summary
+// is written; it unwraps to context.Canceled, so the exit code is 130.
+var errInterrupted error = interruptedError{}
+
+type interruptedError struct{}
+
+func (interruptedError) Error() string {
+	return "interrupted before the run finished (the summary above covers the part that ran)"
+}
+func (interruptedError) Unwrap() error { return context.Canceled }
 
 // resumeArg takes the run id of "--resume RUN_ID": --resume may go without
 // a value, so the flag parser leaves a value after a space as an argument.
