@@ -67,6 +67,10 @@ func benchInputs(jobName string, seed int64) map[string]string {
 }
 
 func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
+	none, err := f.takeFailNone()
+	if err != nil {
+		return err
+	}
 	cfg, _, err := f.config(nil)
 	if err != nil {
 		return err
@@ -78,23 +82,11 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	var faults bench.Faults
-	for _, text := range f.fails {
-		if text == "none" {
-			faults.None = true
-			continue
-		}
-		s, err := fault.Parse(text)
-		if err != nil {
-			return usageError{err}
-		}
+	faults := bench.Faults{None: none, Specs: cfg.Fails}
+	for _, s := range faults.Specs {
 		if !s.IsWorkerKill() {
-			return usagef("invalid --fail %s: bench gives every executor the same crash, and named points differ between executors; use worker=W,after-records=N", text)
+			return usagef("invalid --fail %s: bench gives every executor the same crash, and named points differ between executors; use worker=W,after-records=N", s)
 		}
-		faults.Specs = append(faults.Specs, s)
-	}
-	if faults.None && len(faults.Specs) > 0 {
-		return usagef("invalid --fail: none cannot be combined with other crashes")
 	}
 	for _, c := range contestants {
 		exec := executors[c.Executor]

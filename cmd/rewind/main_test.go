@@ -330,6 +330,22 @@ func TestBenchComparesAndChecksEveryContestant(t *testing.T) {
 	}
 }
 
+// TestBenchFailNoneRunsCrashFreeOnly: --fail none, as the examples give it,
+// skips the crash runs (it was once refused as a malformed crash).
+func TestBenchFailNoneRunsCrashFreeOnly(t *testing.T) {
+	code, stdout, stderr := rewind(t, "bench", "--input", "gen:records=2000,keys=20", "--executors", "microbatch",
+		"--trigger", "5ms", "--fail", "none", "--summary", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "[1/1] microbatch crash-free") || strings.Contains(stderr, "with crash") {
+		t.Errorf("want one crash-free run and no crash run:\n%s", stderr)
+	}
+	if !json.Valid([]byte(lastLine(stdout))) {
+		t.Errorf("the last line is not the JSON report: %s", lastLine(stdout))
+	}
+}
+
 func TestBenchRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--executors", "spark"},

@@ -353,6 +353,24 @@ func (interruptedError) Error() string {
 }
 func (interruptedError) Unwrap() error { return context.Canceled }
 
+// takeFailNone removes "--fail none" (bench and trace: no crash instead of
+// their default one) from the flags before they are parsed as crashes.
+func (f *runFlags) takeFailNone() (none bool, err error) {
+	var fails []string
+	for _, v := range f.fails {
+		if v == "none" {
+			none = true
+		} else {
+			fails = append(fails, v)
+		}
+	}
+	if none && len(fails) > 0 {
+		return false, usagef("invalid --fail: none cannot be combined with other crashes")
+	}
+	f.fails = fails
+	return none, nil
+}
+
 // resumeArg takes the run id of "--resume RUN_ID": --resume may go without
 // a value, so the flag parser leaves a value after a space as an argument.
 // `run` takes no other argument.

@@ -80,19 +80,10 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if !ok || f.executor == "reference" {
 		return usagef("invalid --executor %q: allowed are diskphase, microbatch, recordwise", f.executor)
 	}
-	none := false
-	var fails []string
-	for _, v := range f.fails {
-		if v == "none" {
-			none = true
-		} else {
-			fails = append(fails, v)
-		}
+	none, err := f.takeFailNone()
+	if err != nil {
+		return err
 	}
-	if none && len(fails) > 0 {
-		return usagef("invalid --fail: none cannot be combined with other crashes")
-	}
-	f.fails = fails
 	fl := cmd.Flags()
 	// Small steps, so a short run shows several of them.
 	for name, set := range map[string]func(){
