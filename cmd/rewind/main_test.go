@@ -140,6 +140,7 @@ func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 		"1..128":                  {"run", "--parallelism", "0"},
 		"must be positive":        {"run", "--trigger", "0s"},
 		"text, json":              {"run", "--summary", "yaml"},
+		"auto, bar, json, none":   {"run", "--progress", "dots"},
 		"after-records":           {"run", "--executor", "microbatch", "--fail", "worker=1"},
 		"failure-free":            {"run", "--executor", "reference", "--fail", "worker=0,after-records=5"},
 		"NAME=SPEC":               {"run", "--job", "join", "--input", "gen:records=5"},

@@ -92,7 +92,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
 	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K] (repeatable)")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
-	fl.StringVar(&f.progress, "progress", "", "progress events: json (one line each on stderr); default none")
+	fl.StringVar(&f.progress, "progress", progressAuto, "progress on stderr: bar, json (each progress event as a line), none; auto = a bar when stderr is a terminal")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
 	fl.BoolVar(&f.listFailPoints, "list-fail-points", false, "list the named crash points of --executor and exit")
 	fl.StringVar(&f.resume, "resume", "", "continue run `RUN_ID` after its process died: same flags, same --output and --storage; without a value, the run recorded in --output")
@@ -180,8 +180,10 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.summary != "text" && f.summary != "json" {
 		return cfg, nil, usagef("invalid --summary %q: allowed are text, json", f.summary)
 	}
-	if f.progress != "" && f.progress != "json" {
-		return cfg, nil, usagef("invalid --progress %q: allowed is json", f.progress)
+	switch f.progress {
+	case "", progressAuto, progressBar, progressJSON, progressNone:
+	default:
+		return cfg, nil, usagef("invalid --progress %q: allowed are auto, bar, json, none", f.progress)
 	}
 	if err := storage.CheckURL(f.storage); err != nil {
 		return cfg, nil, usageError{fmt.Errorf("invalid --storage: %w", err)}
@@ -258,7 +260,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if f.progress == "json" {
+	if f.progress == progressJSON {
 		cfg.Progress = stderr
 	}
 	ctx := cmd.Context()
@@ -308,11 +310,18 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
 	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
+	var bar *runProgress
+	if exec.Name() != "reference" && (f.progress == progressBar || f.progress == progressAuto && isTerminal(stderr)) {
+		bar = startProgress(stderr, env)
+	}
 	s, err := run.Execute(ctx, exec, env)
+	interrupted := ctx.Err() != nil
+	if bar != nil {
+		bar.finish(err == nil && !interrupted)
+	}
 	if err != nil {
 		return err
 	}
-	interrupted := ctx.Err() != nil
 	switch {
 	case interrupted && cfg.RunID != "":
 		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite) continues from the newest recovery point", cfg.RunID))

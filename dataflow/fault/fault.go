@@ -193,6 +193,17 @@ func (in *Injector) Read(n int64) error {
 	return nil
 }
 
+// RecordsRead returns the records read so far, replays included (what
+// worker kills count).
+func (in *Injector) RecordsRead() int64 {
+	if in == nil {
+		return 0
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.read
+}
+
 // Pending returns the faults that have not fired.
 func (in *Injector) Pending() []Spec {
 	if in == nil {

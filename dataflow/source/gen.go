@@ -320,6 +320,10 @@ func (g *genSource) Rereadable() bool { return true }
 // Bounded is true unless records=0 (endless).
 func (g *genSource) Bounded() bool { return g.cfg.records > 0 }
 
+// Records is the number of records a bounded generator yields over all its
+// partitions; 0 (not known) for an endless one.
+func (g *genSource) Records() int64 { return g.cfg.records }
+
 // Close has nothing to release.
 func (g *genSource) Close() error { return nil }
 

@@ -69,6 +69,13 @@ type Source interface {
 	Close() error
 }
 
+// Sized is implemented by sources that know in advance how many records
+// they hold (over all partitions), for progress displays.
+type Sized interface {
+	// Records returns the number of records, or 0 when it is not known.
+	Records() int64
+}
+
 // Reader reads one partition.
 type Reader interface {
 	// Next returns the next batch of at most max rows and the position just

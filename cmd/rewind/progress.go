@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
+
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
+)
+
+// Values of --progress.
+const (
+	progressAuto = "auto" // a bar when stderr is a terminal, else nothing
+	progressBar  = "bar"
+	progressJSON = "json"
+	progressNone = "none"
+)
+
+// isTerminal reports whether w is a terminal a progress bar can redraw.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// runProgress draws a run's progress on stderr while it runs: records read
+// (against the input's size when the sources know it), the read rate,
+// recovery points completed and crashes. Records read count replays, so
+// after a crash the count runs past the input's size; the bar grows with it.
+type runProgress struct {
+	p      *mpb.Progress
+	bar    *mpb.Bar
+	faults interface{ RecordsRead() int64 }
+	events eventCounter
+	total  int64
+	stop   chan struct{}
+	done   sync.WaitGroup
+
+	mu        sync.Mutex // guards what update leaves for describe
+	read      int64
+	rate      float64 // records/s over the last tick
+	finishing bool    // the whole input is read and nothing more comes
+}
+
+// startProgress starts the bar for env's run. Progress events reach the bar
+// through env.Config.Progress, which it takes over (--progress json is the
+// other use of that writer, so the two exclude each other).
+func startProgress(w io.Writer, env *run.Env) *runProgress {
+	var total int64
+	for _, s := range env.Sources {
+		sz, ok := s.(source.Sized)
+		if !ok || sz.Records() == 0 {
+			total = 0
+			break
+		}
+		total += sz.Records()
+	}
+	rp := &runProgress{faults: env.Faults, total: total, stop: make(chan struct{})}
+	env.Config.Progress = &rp.events
+	// Refreshed by the poller below, so the same code draws on a terminal
+	// and into a file; the width applies where the terminal's is unknown.
+	refresh := time.Second
+	if isTerminal(w) {
+		refresh = 200 * time.Millisecond
+	}
+	rp.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(120), mpb.WithRefreshRate(refresh), mpb.WithAutoRefresh())
+	counts := decor.Any(func(decor.Statistics) string { return rp.describe() }, decor.WCSyncSpaceR)
+	name := decor.Name(env.Config.Executor + " ")
+	if total > 0 {
+		rp.bar = rp.p.New(total, mpb.BarStyle().Lbound("[").Rbound("]"), mpb.BarWidth(30),
+			mpb.PrependDecorators(name), mpb.AppendDecorators(counts))
+	} else {
+		rp.bar = rp.p.New(0, mpb.SpinnerStyle(), mpb.PrependDecorators(name), mpb.AppendDecorators(counts))
+	}
+	rp.done.Add(1)
+	go func() {
+		defer rp.done.Done()
+		const tick = 250 * time.Millisecond
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-rp.stop:
+				return
+			case <-t.C:
+				rp.update(tick)
+			}
+		}
+	}()
+	return rp
+}
+
+// update moves the bar to the records read so far.
+func (rp *runProgress) update(tick time.Duration) {
+	read := rp.faults.RecordsRead()
+	rp.mu.Lock()
+	rp.rate = float64(read-rp.read) / tick.Seconds()
+	rp.finishing = rp.total > 0 && read >= rp.total && read == rp.read
+	rp.read = read
+	rp.mu.Unlock()
+	if read > rp.total && rp.total > 0 {
+		rp.bar.SetTotal(read, false)
+	}
+	rp.bar.SetCurrent(read)
+}
+
+// describe is the text after the bar.
+func (rp *runProgress) describe() string {
+	rp.mu.Lock()
+	read, rate, finishing := rp.read, rp.rate, rp.finishing
+	rp.mu.Unlock()
+	e := rp.events.snapshot()
+	var text string
+	switch {
+	case rp.total == 0:
+		text = fmt.Sprintf("%s read", countText(read))
+	case read <= rp.total:
+		text = fmt.Sprintf("%s/%s read", countText(read), countText(rp.total))
+	default: // replays are read again
+		text = fmt.Sprintf("%s read (%s + replays)", countText(read), countText(rp.total))
+	}
+	if finishing {
+		text += ", finishing output"
+	} else {
+		text += fmt.Sprintf(", %s/s", countText(int64(rate)))
+	}
+	text += ", " + plural(e.points, "recovery point")
+	if e.crashes > 0 {
+		text += ", " + plural(e.crashes, "crash")
+	}
+	return text
+}
+
+// finish ends the bar, complete after a finished run and left where it
+// stopped otherwise, and waits until it is drawn.
+func (rp *runProgress) finish(complete bool) {
+	close(rp.stop)
+	rp.done.Wait()
+	rp.update(time.Second)
+	if complete {
+		rp.bar.SetTotal(-1, true) // the total becomes what was read
+	} else {
+		rp.bar.Abort(false)
+	}
+	rp.p.Wait()
+}
+
+// plural writes "1 crash", "2 crashes".
+func plural(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case noun[len(noun)-1] == 'h':
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// countText writes a count the way a person reads it: 950, 12.3k, 4.56M.
+func countText(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fG", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	case n >= 1e4:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+// eventCounter takes the executor's progress events (one JSON object per
+// line) and counts the ones the bar shows.
+type eventCounter struct {
+	mu      sync.Mutex
+	partial []byte
+	c       eventCounts
+}
+
+type eventCounts struct{ points, crashes int }
+
+func (ec *eventCounter) Write(p []byte) (int, error) {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	ec.partial = append(ec.partial, p...)
+	for {
+		i := bytes.IndexByte(ec.partial, '\n')
+		if i < 0 {
+			break
+		}
+		var e struct {
+			Event  string `json:"event"`
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(ec.partial[:i], &e) == nil {
+			switch {
+			case e.Event == "crash":
+				ec.c.crashes++
+			case e.Event == "checkpoint" && e.Status == "completed", e.Event == "batch", e.Event == "job_committed":
+				ec.c.points++
+			}
+		}
+		ec.partial = ec.partial[i+1:]
+	}
+	return len(p), nil
+}
+
+func (ec *eventCounter) snapshot() eventCounts {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	return ec.c
+}
