@@ -211,7 +211,9 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 
 // Execute runs exec on env, fills in the summary's description of the run
 // (job, executor, barriers, sink, inputs, output), folds its progress
-// events into the summary's history and measures the output with Finish. The CLI and the benchmark harness both run jobs through it.
+// events into the summary's history and measures the output with Finish,
+// reaching the run driver's fault points (fault.RunPoints) before and after
+// it. The CLI and the benchmark harness both run jobs through it.
 func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	cfg := env.Config
 	// Every run keeps its progress history for the summary; the events
@@ -225,6 +227,13 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	cfg.RunID = env.Config.RunID
 	if err != nil {
 		return nil, fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
+	}
+	// The end of the run is a protocol of its own (finish the sink, then
+	// the caller marks the run finished), and a process that dies inside it
+	// must resume like one that died earlier: its points take a process
+	// kill only (fault.RunPoints).
+	if err := env.Faults.Point(fault.PointBeforeFinish, -1); err != nil {
+		return nil, err
 	}
 	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
 	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
@@ -242,12 +251,15 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 		s.Resumed = true
 		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
 	}
-	for _, f := range env.Faults.Pending() {
-		s.Notes = append(s.Notes, fmt.Sprintf("--fail %s did not fire: the run ended before reaching it", f))
-	}
 	hist.Fold(s)
 	if err := Finish(env, s); err != nil {
 		return nil, err
+	}
+	if err := env.Faults.Point(fault.PointAfterFinish, -1); err != nil {
+		return nil, err
+	}
+	for _, f := range env.Faults.Pending() {
+		s.Notes = append(s.Notes, fmt.Sprintf("--fail %s did not fire: the run ended before reaching it", f))
 	}
 	return s, nil
 }
