@@ -57,6 +57,11 @@ const (
 	// the sink's Finish has not run (idempotent: the store is not
 	// exported) and the run record is not marked finished.
 	PointBeforeFinish = "run.before-finish"
+	// PointMidFinish: the sink's Finish is half done. Idempotent: the
+	// export is written and synced under a temporary name, not yet
+	// published. Append and transactional, whose Finish has nothing to
+	// do, reach it just before their Finish.
+	PointMidFinish = "run.mid-finish"
 	// PointAfterFinish: the sink's Finish has completed (idempotent: the
 	// export is visible); the run record is not marked finished.
 	PointAfterFinish = "run.after-finish"
@@ -64,7 +69,7 @@ const (
 
 // RunPoints are the run driver's points, in the order a run reaches them.
 // Every executor has them besides its own.
-var RunPoints = []string{PointBeforeFinish, PointAfterFinish}
+var RunPoints = []string{PointBeforeFinish, PointMidFinish, PointAfterFinish}
 
 // ProcessOnly explains, for --list-fail-points and errors, why the run
 // driver's points take kill=process only.

@@ -137,6 +137,7 @@ func TestKillProcess(t *testing.T) {
 	}{
 		{Spec{Worker: -1, Point: PointBeforeFinish, Occurrence: 1, KillProcess: true}, ""},
 		{Spec{Worker: -1, Point: PointAfterFinish, Occurrence: 1, KillProcess: true}, ""},
+		{Spec{Worker: -1, Point: PointMidFinish, Occurrence: 1, KillProcess: true}, ""},
 		{Spec{Worker: -1, Point: "y", Occurrence: 3, KillProcess: true}, ""},
 		{Spec{Worker: -1, Point: PointBeforeFinish, Occurrence: 1}, "kill=process only"},
 		{Spec{Worker: -1, Point: PointAfterFinish, Occurrence: 2, KillProcess: true}, "occurrence must be 1"},

@@ -212,8 +212,8 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 // Execute runs exec on env, fills in the summary's description of the run
 // (job, executor, barriers, sink, inputs, output), folds its progress
 // events into the summary's history and measures the output with Finish,
-// reaching the run driver's fault points (fault.RunPoints) before and after
-// it. The CLI and the benchmark harness both run jobs through it.
+// reaching the run driver's fault points (fault.RunPoints) before, in and
+// after it. The CLI and the benchmark harness both run jobs through it.
 func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	cfg := env.Config
 	// Every run keeps its progress history for the summary; the events
@@ -264,10 +264,18 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	return s, nil
 }
 
-// Finish completes the sink and measures the output directory into s:
-// visible rows, resolved rows and duplicates.
+// Finish completes the sink, reaching fault.PointMidFinish in its middle,
+// and measures the output directory into s: visible rows, resolved rows and
+// duplicates.
 func Finish(env *Env, s *Summary) error {
-	if err := env.Sink.Finish(); err != nil {
+	mid := func() error { return env.Faults.Point(fault.PointMidFinish, -1) }
+	var err error
+	if mf, ok := env.Sink.(sink.MidFinisher); ok {
+		err = mf.FinishWith(mid)
+	} else if err = mid(); err == nil {
+		err = env.Sink.Finish()
+	}
+	if err != nil {
 		return fmt.Errorf("finishing output: %w", err)
 	}
 	table, st, err := sink.Resolve(env.Config.Output, env.Job.Output)
