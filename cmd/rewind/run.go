@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -67,6 +68,9 @@ type runFlags struct {
 	detectDelay, jobInterval     time.Duration
 	lostPieceRecovery            string
 	resume                       string
+	// killsProcess: --fail may take kill=process, because this command is
+	// one a dead process can be resumed from (rewind run).
+	killsProcess bool
 }
 
 // resumeRecorded is --resume given without a value: continue the run
@@ -74,7 +78,7 @@ type runFlags struct {
 const resumeRecorded = "@output"
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
-	f := &runFlags{}
+	f := &runFlags{killsProcess: true}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run one job under one executor",
@@ -90,7 +94,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
-	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K] (repeatable)")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process] (repeatable); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress on stderr: bar, json (each progress event as a line), none; auto = a bar when stderr is a terminal")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
@@ -222,6 +226,12 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		if err != nil {
 			return cfg, nil, usageError{err}
 		}
+		switch {
+		case s.KillProcess && !f.killsProcess:
+			return cfg, nil, usagef("invalid --fail %s: kill=process kills the whole process, which only rewind run does (rewind run --resume then continues the run)", text)
+		case s.KillProcess && killProcess == nil:
+			return cfg, nil, usagef("invalid --fail %s: kill=process is not supported on %s", text, runtime.GOOS)
+		}
 		cfg.Fails = append(cfg.Fails, s)
 	}
 	if exec == nil { // rewind bench validates its fault schedule per contestant
@@ -245,9 +255,14 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		points := exec.FailPoints()
 		if len(points) == 0 {
 			fmt.Fprintf(stdout, "executor %s has no named crash points\n", exec.Name())
+			return nil
 		}
 		for _, p := range points {
 			fmt.Fprintln(stdout, p)
+		}
+		// Every executor's run ends in the run driver, which has points too.
+		for _, p := range fault.RunPoints {
+			fmt.Fprintf(stdout, "%s  (%s)\n", p, fault.ProcessOnly)
 		}
 		return nil
 	}
@@ -294,6 +309,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.Close()
+	env.Faults.KillProcess = killProcess
 	switch {
 	case cfg.Resumed:
 		if err := checkResumedStorage(ctx, exec, env, rec, stderr); err != nil {

@@ -7,11 +7,18 @@
 //     reached once (for example, until the first checkpoint is durable);
 //   - point=NAME[,occurrence=K] crashes the process role that reaches the
 //     named point for the K-th time (default 1). Each executor lists the
-//     points it has (rewind run --executor E --list-fail-points).
+//     points it has (rewind run --executor E --list-fail-points);
+//   - point=NAME[,occurrence=K],kill=process kills the whole OS process
+//     there instead, as SIGKILL would: nothing in memory survives, no
+//     deferred cleanup runs, and `rewind run --resume` continues the run
+//     from durable storage and the output directory. The run driver's own
+//     points (RunPoints), at the end of a run, allow only this kind.
 //
 // Every fault fires once. The Injector is a plain value guarded by a mutex:
 // it decides, the executor carries the crash out (drops the worker's memory,
-// buffers and local files, or restarts its coordinator).
+// buffers and local files, or restarts its coordinator); a process kill is
+// carried out by the hook the command sets (KillProcess), since killing the
+// process is the command's business and OS-specific.
 package fault
 
 import (
@@ -35,7 +42,38 @@ type Spec struct {
 	// Named points: Point != "" and Occurrence >= 1.
 	Point      string
 	Occurrence int
+	// KillProcess (kill=process, named points only) kills the whole
+	// process at the point instead of the role that reaches it.
+	KillProcess bool
 }
+
+// The run driver's points (package run), reached once by every executor's
+// run after the executor has returned. There is no executor left to
+// restart a role in process, so a crash there must kill the process
+// (kill=process); --resume then continues the run.
+const (
+	// PointBeforeFinish: the executor has returned (a bounded input is
+	// wholly processed, its last recovery point and commit are durable);
+	// the sink's Finish has not run (idempotent: the store is not
+	// exported) and the run record is not marked finished.
+	PointBeforeFinish = "run.before-finish"
+	// PointMidFinish: the sink's Finish is half done. Idempotent: the
+	// export is written and synced under a temporary name, not yet
+	// published. Append and transactional, whose Finish has nothing to
+	// do, reach it just before their Finish.
+	PointMidFinish = "run.mid-finish"
+	// PointAfterFinish: the sink's Finish has completed (idempotent: the
+	// export is visible); the run record is not marked finished.
+	PointAfterFinish = "run.after-finish"
+)
+
+// RunPoints are the run driver's points, in the order a run reaches them.
+// Every executor has them besides its own.
+var RunPoints = []string{PointBeforeFinish, PointMidFinish, PointAfterFinish}
+
+// ProcessOnly explains, for --list-fail-points and errors, why the run
+// driver's points take kill=process only.
+const ProcessOnly = "kill=process only: the executor has returned, so there is no role to restart in process"
 
 // IsWorkerKill reports whether s is a worker kill rather than a named point.
 func (s Spec) IsWorkerKill() bool { return s.Point == "" }
@@ -47,10 +85,13 @@ func (s Spec) String() string {
 		}
 		return fmt.Sprintf("worker=%d,after-records=%d", s.Worker, s.AfterRecords)
 	}
+	if s.KillProcess {
+		return fmt.Sprintf("point=%s,occurrence=%d,kill=process", s.Point, s.Occurrence)
+	}
 	return fmt.Sprintf("point=%s,occurrence=%d", s.Point, s.Occurrence)
 }
 
-const usage = "allowed: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K]"
+const usage = "allowed: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process]"
 
 // Parse parses one --fail value.
 func Parse(text string) (Spec, error) {
@@ -83,6 +124,11 @@ func Parse(text string) (Spec, error) {
 			s.Point = v
 		case "after-point":
 			s.AfterPoint = v
+		case "kill":
+			if v != "process" {
+				return Spec{}, fmt.Errorf("invalid --fail %q: kill must be process, got %q (%s)", text, v, usage)
+			}
+			s.KillProcess = true
 		default:
 			return Spec{}, fmt.Errorf("invalid --fail %q: unknown key %q (%s)", text, k, usage)
 		}
@@ -96,6 +142,8 @@ func Parse(text string) (Spec, error) {
 		}
 	case seen["occurrence"]:
 		return Spec{}, fmt.Errorf("invalid --fail %q: occurrence= goes with point= (%s)", text, usage)
+	case seen["kill"]:
+		return Spec{}, fmt.Errorf("invalid --fail %q: kill=process goes with point=; a worker kill kills one worker, not the process (%s)", text, usage)
 	case !seen["worker"] || !seen["after-records"]:
 		return Spec{}, fmt.Errorf("invalid --fail %q: a worker kill needs both worker= and after-records= (%s)", text, usage)
 	}
@@ -114,6 +162,18 @@ func Validate(specs []Spec, points []string, workers int) error {
 			if name = s.AfterPoint; name == "" {
 				continue
 			}
+		}
+		if slices.Contains(RunPoints, name) {
+			if s.IsWorkerKill() {
+				return fmt.Errorf("invalid --fail %s: after-point %s comes after the executor has returned, when no worker is left to kill", s, name)
+			}
+			if !s.KillProcess {
+				return fmt.Errorf("invalid --fail %s: point %s takes %s; add kill=process", s, name, ProcessOnly)
+			}
+			if s.Occurrence != 1 {
+				return fmt.Errorf("invalid --fail %s: point %s is reached once per run, so occurrence must be 1", s, name)
+			}
+			continue
 		}
 		if !slices.Contains(points, name) {
 			return fmt.Errorf("invalid --fail %s: unknown point %q (list them with --list-fail-points)", s, name)
@@ -141,6 +201,12 @@ func AsCrash(err error) (*Crash, bool) {
 
 // Injector decides when faults fire.
 type Injector struct {
+	// KillProcess carries out a kill=process fault: it kills the process
+	// at once, as SIGKILL does, and does not return. The command sets it;
+	// when it is nil (a command or test that cannot lose its process) such
+	// a fault fails the run with an error instead.
+	KillProcess func(Spec)
+
 	mu     sync.Mutex
 	specs  []Spec
 	fired  []bool
@@ -155,11 +221,28 @@ func NewInjector(specs []Spec) *Injector {
 }
 
 // Point is called by worker (or -1 for the coordinator) each time it reaches
-// the named point; it returns a *Crash when a fault fires there.
+// the named point; it returns a *Crash when a fault fires there. A
+// kill=process fault does not return: it kills the process (KillProcess).
 func (in *Injector) Point(name string, worker int) error {
 	if in == nil {
 		return nil
 	}
+	s, ok := in.reach(name)
+	switch {
+	case !ok:
+		return nil
+	case !s.KillProcess:
+		return &Crash{Spec: s, Worker: worker}
+	case in.KillProcess == nil:
+		return fmt.Errorf("--fail %s: this command cannot kill its own process", s)
+	}
+	in.KillProcess(s)
+	return fmt.Errorf("--fail %s: the process survived its kill", s)
+}
+
+// reach counts one reach of point name and returns the fault that fires
+// there, if any.
+func (in *Injector) reach(name string) (Spec, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.counts[name]++
@@ -167,10 +250,10 @@ func (in *Injector) Point(name string, worker int) error {
 		if !in.fired[i] && s.Point == name && s.Occurrence == in.counts[name] {
 			in.fired[i] = true
 			in.Fired = append(in.Fired, s)
-			return &Crash{Spec: s, Worker: worker}
+			return s, true
 		}
 	}
-	return nil
+	return Spec{}, false
 }
 
 // Read adds n records to the count of records read; it returns a *Crash for

@@ -111,3 +111,63 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("known after-point: %v", err)
 	}
 }
+
+// TestKillProcess: kill=process parses and prints back, goes with named
+// points only, and fires through the hook (or fails the run without one);
+// the run driver's points take nothing else.
+func TestKillProcess(t *testing.T) {
+	text := "point=sink.after-commit,occurrence=2,kill=process"
+	s, err := Parse(text)
+	if err != nil || s.String() != text || !s.KillProcess || s.IsWorkerKill() {
+		t.Fatalf("Parse(%q) = %+v, %v; String %q", text, s, err, s.String())
+	}
+	for in, phrase := range map[string]string{
+		"worker=1,after-records=5,kill=process": "goes with point=",
+		"point=a,kill=worker":                   "kill must be process",
+		"point=a,kill=process,kill=process":     "twice",
+	} {
+		if _, err := Parse(in); err == nil || !strings.Contains(err.Error(), phrase) {
+			t.Errorf("Parse(%q) error %v, want one containing %q", in, err, phrase)
+		}
+	}
+
+	for _, c := range []struct {
+		spec   Spec
+		phrase string // "" = valid
+	}{
+		{Spec{Worker: -1, Point: PointBeforeFinish, Occurrence: 1, KillProcess: true}, ""},
+		{Spec{Worker: -1, Point: PointAfterFinish, Occurrence: 1, KillProcess: true}, ""},
+		{Spec{Worker: -1, Point: PointMidFinish, Occurrence: 1, KillProcess: true}, ""},
+		{Spec{Worker: -1, Point: "y", Occurrence: 3, KillProcess: true}, ""},
+		{Spec{Worker: -1, Point: PointBeforeFinish, Occurrence: 1}, "kill=process only"},
+		{Spec{Worker: -1, Point: PointAfterFinish, Occurrence: 2, KillProcess: true}, "occurrence must be 1"},
+		{Spec{Worker: 0, AfterRecords: 1, AfterPoint: PointBeforeFinish}, "no worker is left"},
+		{Spec{Worker: -1, Point: "x", Occurrence: 1, KillProcess: true}, "unknown point"},
+	} {
+		err := Validate([]Spec{c.spec}, []string{"y"}, 2)
+		if (c.phrase == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.phrase) {
+			t.Errorf("Validate(%s) = %v, want %q", c.spec, err, c.phrase)
+		}
+	}
+
+	spec := Spec{Worker: -1, Point: "p", Occurrence: 2, KillProcess: true}
+	in := NewInjector([]Spec{spec})
+	var killed []Spec
+	in.KillProcess = func(s Spec) { killed = append(killed, s) }
+	if err := in.Point("p", 0); err != nil || len(killed) != 0 {
+		t.Fatalf("first occurrence: err %v, killed %v", err, killed)
+	}
+	err = in.Point("p", 0)
+	if _, crash := AsCrash(err); crash || err == nil || len(killed) != 1 || killed[0] != spec {
+		t.Fatalf("second occurrence: err %v (a role crash: %v), killed %v; want the hook called once and an error", err, crash, killed)
+	}
+	if len(in.Fired) != 1 || len(in.Pending()) != 0 {
+		t.Fatalf("fired %v pending %v", in.Fired, in.Pending())
+	}
+	in = NewInjector([]Spec{spec})
+	_ = in.Point("p", 0)
+	err = in.Point("p", 0)
+	if _, crash := AsCrash(err); crash || err == nil || !strings.Contains(err.Error(), "cannot kill its own process") {
+		t.Fatalf("without a hook: %v; want an error that is no role crash", err)
+	}
+}

@@ -211,7 +211,9 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 
 // Execute runs exec on env, fills in the summary's description of the run
 // (job, executor, barriers, sink, inputs, output), folds its progress
-// events into the summary's history and measures the output with Finish. The CLI and the benchmark harness both run jobs through it.
+// events into the summary's history and measures the output with Finish,
+// reaching the run driver's fault points (fault.RunPoints) before, in and
+// after it. The CLI and the benchmark harness both run jobs through it.
 func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	cfg := env.Config
 	// Every run keeps its progress history for the summary; the events
@@ -225,6 +227,13 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	cfg.RunID = env.Config.RunID
 	if err != nil {
 		return nil, fmt.Errorf("%s run of %s failed: %w", exec.Name(), cfg.Job, err)
+	}
+	// The end of the run is a protocol of its own (finish the sink, then
+	// the caller marks the run finished), and a process that dies inside it
+	// must resume like one that died earlier: its points take a process
+	// kill only (fault.RunPoints).
+	if err := env.Faults.Point(fault.PointBeforeFinish, -1); err != nil {
+		return nil, err
 	}
 	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
 	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
@@ -242,20 +251,31 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 		s.Resumed = true
 		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
 	}
-	for _, f := range env.Faults.Pending() {
-		s.Notes = append(s.Notes, fmt.Sprintf("--fail %s did not fire: the run ended before reaching it", f))
-	}
 	hist.Fold(s)
 	if err := Finish(env, s); err != nil {
 		return nil, err
 	}
+	if err := env.Faults.Point(fault.PointAfterFinish, -1); err != nil {
+		return nil, err
+	}
+	for _, f := range env.Faults.Pending() {
+		s.Notes = append(s.Notes, fmt.Sprintf("--fail %s did not fire: the run ended before reaching it", f))
+	}
 	return s, nil
 }
 
-// Finish completes the sink and measures the output directory into s:
-// visible rows, resolved rows and duplicates.
+// Finish completes the sink, reaching fault.PointMidFinish in its middle,
+// and measures the output directory into s: visible rows, resolved rows and
+// duplicates.
 func Finish(env *Env, s *Summary) error {
-	if err := env.Sink.Finish(); err != nil {
+	mid := func() error { return env.Faults.Point(fault.PointMidFinish, -1) }
+	var err error
+	if mf, ok := env.Sink.(sink.MidFinisher); ok {
+		err = mf.FinishWith(mid)
+	} else if err = mid(); err == nil {
+		err = env.Sink.Finish()
+	}
+	if err != nil {
 		return fmt.Errorf("finishing output: %w", err)
 	}
 	table, st, err := sink.Resolve(env.Config.Output, env.Job.Output)

@@ -140,6 +140,24 @@ func linkNoReplace(src, dst string) (alreadyThere bool, err error) {
 
 // removeIfExists removes path, treating "already gone" as done: every
 // removal here may be a repeat after a crash.
+// removeTemps removes the temporary files writeTemp left in dir for a
+// base starting with stem: the debris of a writer that died before
+// publishing them.
+func removeTemps(dir, stem string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tmpPrefix+stem) {
+			if err := removeIfExists(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func removeIfExists(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing %s: %w", path, err)

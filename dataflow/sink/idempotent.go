@@ -119,12 +119,24 @@ func (s *idempotentSink) Close() error {
 // that replaces any earlier export: the visible output is always exactly
 // the store's content as of the last Finish. An export in the other format
 // left by an earlier run is removed, or its rows would show twice.
-func (s *idempotentSink) Finish() error {
+func (s *idempotentSink) Finish() error { return s.FinishWith(nil) }
+
+// FinishWith implements MidFinisher: mid runs once the export is written
+// and synced, before it is published.
+//
+// An export left under its temporary name, by a process that died in its
+// Finish, is removed first: it is as big as the whole output and nothing
+// else would ever remove it. Only one process has the store open (bbolt's
+// file lock), so no other Finish can be writing one.
+func (s *idempotentSink) FinishWith(mid func() error) error {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return fmt.Errorf("exporting idempotent store %s: sink is closed", s.path)
+	}
+	if err := removeTemps(s.dir, idempotentExport); err != nil {
+		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
 	}
 	sh := s.shape
 	name := idempotentExport + extOf(s.format)
@@ -168,6 +180,12 @@ func (s *idempotentSink) Finish() error {
 	})
 	if err != nil {
 		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
+	}
+	if mid != nil {
+		if err := mid(); err != nil {
+			_ = removeIfExists(tmp)
+			return err
+		}
 	}
 	final := filepath.Join(s.dir, name)
 	if err := os.Rename(tmp, final); err != nil {

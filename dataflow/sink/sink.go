@@ -105,6 +105,14 @@ type Sink interface {
 	Close() error
 }
 
+// MidFinisher is implemented by sinks whose Finish has a step in the
+// middle a crash can land on (idempotent: the export is durable under a
+// temporary name, not published). FinishWith is Finish calling mid there;
+// an error from mid abandons the Finish.
+type MidFinisher interface {
+	FinishWith(mid func() error) error
+}
+
 // EpochPublisher is implemented by sinks that publish rows per epoch
 // (transactional): what they already made visible can be read back by
 // epoch, so an executor that resumes from an older recovery point than the

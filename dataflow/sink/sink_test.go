@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -348,6 +349,49 @@ func TestIdempotentReopen(t *testing.T) {
 	_, st := f.wantResolved(flushed)
 	if names := visibleNames(t, f.dir); !slices.Equal(names, []string{"part-idempotent.csv"}) || st.DuplicateRows != 0 {
 		t.Errorf("visible files %v, stats %+v; want only part-idempotent.csv", names, st)
+	}
+}
+
+// TestIdempotentFinishKilledMidExport: a Finish stopped between writing
+// the export and publishing it (a process killed at run.mid-finish) leaves
+// the visible output as it was, and the next Finish publishes the export
+// and removes the dead one's temporary file.
+func TestIdempotentFinishKilledMidExport(t *testing.T) {
+	r, _ := newRand(t)
+	f := newFixture(t)
+	rows := newGen(r, 20, 2000).rows(100)
+	s := f.open(Idempotent, CSV)
+	w := f.writer(s, 0, 0)
+	f.write(w, 0, rows)
+	must(t, w.Flush(0), "flush")
+	killed := errors.New("killed")
+	err := s.(MidFinisher).FinishWith(func() error {
+		// What a SIGKILL here leaves behind: the temporary export.
+		entries, _ := os.ReadDir(f.dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), tmpPrefix+idempotentExport) {
+				b, _ := os.ReadFile(filepath.Join(f.dir, e.Name()))
+				must(t, os.WriteFile(filepath.Join(f.dir, tmpPrefix+idempotentExport+".csv-dead"), b, 0o644), "copy")
+			}
+		}
+		return killed
+	})
+	if !errors.Is(err, killed) || len(visibleNames(t, f.dir)) != 0 {
+		t.Fatalf("stopped Finish: %v, visible %v; want the stop's error and nothing visible", err, visibleNames(t, f.dir))
+	}
+	must(t, s.Close(), "close (crash)")
+	s = f.open(Idempotent, CSV)
+	must(t, s.Finish(), "finish")
+	must(t, s.Close(), "close")
+	if _, st := f.wantResolved(rows); st.Files != 1 || st.DuplicateRows != 0 {
+		t.Errorf("stats %+v, want one export file and no duplicates", st)
+	}
+	entries, err := os.ReadDir(f.dir)
+	must(t, err, "list")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
+			t.Errorf("%s left in the output directory", e.Name())
+		}
 	}
 }
 
