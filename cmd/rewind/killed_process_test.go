@@ -463,13 +463,10 @@ func (c killCase) resumeToTheReference(t *testing.T, dir string, args []string, 
 	if c.mode != "append" && (stats.DuplicateRows != 0 || stats.ConflictingRows != 0) {
 		t.Errorf("%s sink: %d duplicate and %d conflicting rows after the kill", c.mode, stats.DuplicateRows, stats.ConflictingRows)
 	}
-	if c.mode != "append" {
-		// What a dead process was writing is its resumer's to clear. (Not
-		// checked for append: a flush SIGKILLed between writing its hidden
-		// file and linking it leaves that file, and nothing clears it yet.)
-		if left := hiddenTemporaries(t, out); len(left) > 0 {
-			t.Errorf("%s sink: the finished run left temporary files in its output: %v", c.mode, left)
-		}
+	// What a dead process was writing is its resumer's to clear (the sink's
+	// Open does it).
+	if left := hiddenTemporaries(t, out); len(left) > 0 {
+		t.Errorf("%s sink: the finished run left temporary files in its output: %v", c.mode, left)
 	}
 	t.Logf("resumed summary: records_in %v, rows_out %v, crashes %v, recoveries %v, resumed_from %v, duplicates %d, conflicting %d",
 		s["records_in"], s["rows_out"], s["crashes"], s["recoveries"], s["resumed_from"], stats.DuplicateRows, stats.ConflictingRows)

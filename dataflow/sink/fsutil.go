@@ -138,18 +138,19 @@ func linkNoReplace(src, dst string) (alreadyThere bool, err error) {
 	return false, nil
 }
 
-// removeIfExists removes path, treating "already gone" as done: every
-// removal here may be a repeat after a crash.
-// removeTemps removes the temporary files writeTemp left in dir for a
-// base starting with stem: the debris of a writer that died before
-// publishing them.
-func removeTemps(dir, stem string) error {
+// removeTemps removes the temporary files writeTemp left in dir: the
+// debris of a process killed between writing a file and publishing it. A
+// missing dir holds none.
+func removeTemps(dir string) error {
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tmpPrefix+stem) {
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
 			if err := removeIfExists(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
@@ -158,6 +159,8 @@ func removeTemps(dir, stem string) error {
 	return nil
 }
 
+// removeIfExists removes path, treating "already gone" as done: every
+// removal here may be a repeat after a crash.
 func removeIfExists(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing %s: %w", path, err)

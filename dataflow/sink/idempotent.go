@@ -123,20 +123,14 @@ func (s *idempotentSink) Finish() error { return s.FinishWith(nil) }
 
 // FinishWith implements MidFinisher: mid runs once the export is written
 // and synced, before it is published.
-//
-// An export left under its temporary name, by a process that died in its
-// Finish, is removed first: it is as big as the whole output and nothing
-// else would ever remove it. Only one process has the store open (bbolt's
-// file lock), so no other Finish can be writing one.
+// (An export a process killed there left under its temporary name is
+// removed by the next Open.)
 func (s *idempotentSink) FinishWith(mid func() error) error {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return fmt.Errorf("exporting idempotent store %s: sink is closed", s.path)
-	}
-	if err := removeTemps(s.dir, idempotentExport); err != nil {
-		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
 	}
 	sh := s.shape
 	name := idempotentExport + extOf(s.format)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +30,10 @@ import (
 //   - transactional: _staging/e<epoch>-s<subtask>-a<attempt>-p<part>.<ext>
 //     until committed, then part-e<epoch>-s<subtask>-p<part>.<ext> (no attempt: a re-delivered epoch replaces).
 //
-// Files being written start with ".tmp-" and are never visible.
+// Files being written start with ".tmp-" and are never visible. Open
+// removes those a killed process left (in dir and in its staging
+// directory): one process writes an output directory at a time (the CLI
+// holds its lock), so none of them is still being written.
 func Open(dir string, mode Mode, format Format, layout Layout, alloc memory.Allocator) (Sink, error) {
 	if _, err := ParseMode(string(mode)); err != nil {
 		return nil, err
@@ -46,6 +50,11 @@ func Open(dir string, mode Mode, format Format, layout Layout, alloc memory.Allo
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory %s: %w", dir, err)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, StagingDir)} {
+		if err := removeTemps(d); err != nil {
+			return nil, fmt.Errorf("clearing what a killed writer left: %w", err)
+		}
 	}
 	b := &base{dir: dir, format: format, shape: sh, alloc: alloc, live: map[*writerBase]struct{}{}}
 	switch mode {

@@ -352,6 +352,40 @@ func TestIdempotentReopen(t *testing.T) {
 	}
 }
 
+// TestOpenClearsWhatAKilledWriterLeft: a process killed between writing a
+// file under its temporary name and publishing it leaves that file (in the
+// output or its staging directory); the next Open removes it, and only it.
+func TestOpenClearsWhatAKilledWriterLeft(t *testing.T) {
+	r, _ := newRand(t)
+	for _, mode := range []Mode{Append, Idempotent, Transactional} {
+		f := newFixture(t)
+		rows := newGen(r, 20, 2000).rows(50)
+		s := f.open(mode, Parquet)
+		w := f.writer(s, 0, 0)
+		f.write(w, 0, rows)
+		must(t, w.Flush(0), "flush")
+		must(t, s.Commit(0), "commit")
+		must(t, s.Finish(), "finish")
+		must(t, s.Close(), "close")
+		before := visibleNames(t, f.dir)
+		dead := []string{filepath.Join(f.dir, tmpPrefix+"part-s0-a1-7.parquet"), filepath.Join(f.dir, StagingDir, tmpPrefix+"e3-s0-a1-0.parquet")}
+		for _, d := range dead {
+			must(t, os.MkdirAll(filepath.Dir(d), 0o755), "mkdir")
+			must(t, os.WriteFile(d, []byte("half a file"), 0o644), "debris")
+		}
+		s = f.open(mode, Parquet)
+		must(t, s.Close(), "close")
+		for _, d := range dead {
+			if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: %s survived Open: %v", mode, d, err)
+			}
+		}
+		if after := visibleNames(t, f.dir); !slices.Equal(before, after) {
+			t.Errorf("%s: Open changed the visible files: %v, then %v", mode, before, after)
+		}
+	}
+}
+
 // TestIdempotentFinishKilledMidExport: a Finish stopped between writing
 // the export and publishing it (a process killed at run.mid-finish) leaves
 // the visible output as it was, and the next Finish publishes the export
