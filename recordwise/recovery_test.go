@@ -3,6 +3,7 @@ package recordwise
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -437,4 +438,60 @@ func TestRescaledRestore(t *testing.T) {
 			t.Fatalf("resuming an unaligned point with in-flight data at another parallelism: err %v, want a refusal naming the in-flight data", o.err)
 		}
 	})
+}
+
+// TestInFlightRefusalDoesNotFallBack: when the newest complete point holds
+// in-flight data and an older one does not, a restore at another
+// parallelism refuses; it must not fall back to the older point as if the
+// newest were unreadable. Storage is made so without timing: a run stopped
+// at its second (aligned, so no in-flight data) checkpoint, whose second
+// metadata is then rewritten to record in-flight bytes in one part.
+func TestInFlightRefusalDoesNotFallBack(t *testing.T) {
+	store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
+	in := inputs("keyed-count", 12000, 30000, 19)
+	first := &scenario{job: "keyed-count", mode: sink.Transactional, parallelism: 2, inputs: in,
+		storage: store, output: out, stopAtCheckpoint: 2, measureOnly: true}
+	first.opts.RunID = "refuse"
+	if o := first.executeRaw(t); o.err != nil {
+		t.Fatal(o.err)
+	}
+	ctx := context.Background()
+	st, err := storage.Open(ctx, store, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	prefix := runPrefixOf(t, st)
+	l, _, err := listCheckpoints(ctx, st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.WithMetadata) < 2 {
+		t.Fatalf("storage holds complete checkpoints %v, want two", l.WithMetadata)
+	}
+	newest := l.WithMetadata[len(l.WithMetadata)-1]
+	data, err := st.Get(ctx, prefix+metadataKey(newest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m metadata
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Parts[0].InFlightBytes, m.Parts[0].InFlightRecords = 100, 1
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, prefix+metadataKey(newest), data); err != nil {
+		t.Fatal(err)
+	}
+	second := &scenario{job: "keyed-count", mode: sink.Transactional, parallelism: 3, inputs: in,
+		storage: store, output: out, measureOnly: true}
+	second.opts.RunID = "refuse"
+	o := second.executeRaw(t)
+	want := fmt.Sprintf("recovery point %d was taken at parallelism 2", newest)
+	if o.err == nil || !strings.Contains(o.err.Error(), want) || !strings.Contains(o.err.Error(), "in-flight data") {
+		t.Fatalf("restoring at parallelism 3 when the newest point %d holds in-flight data (complete points %v): err %v; want a refusal containing %q",
+			newest, l.WithMetadata, o.err, want)
+	}
 }
