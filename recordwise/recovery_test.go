@@ -233,18 +233,29 @@ func TestForgetfulSourceReportsLoss(t *testing.T) {
 	}
 }
 
-// slowStore delays the Puts of part descriptors of checkpoints 1..upTo.
-type slowStore struct {
+// holdStore holds back the Puts of part descriptors of checkpoints 1..upTo
+// until the checkpoint has been abandoned (released by its id) or the
+// context ends: those checkpoints cannot complete in time, whatever the
+// machine's speed. Store is set once the run's storage is open.
+type holdStore struct {
 	storage.Store
-	upTo  checkpoint.ID
-	delay time.Duration
+	upTo    checkpoint.ID
+	release [](chan struct{}) // index: checkpoint id
 }
 
-func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
+func newHoldStore(s storage.Store, upTo checkpoint.ID) *holdStore {
+	h := &holdStore{Store: s, upTo: upTo, release: make([]chan struct{}, upTo+1)}
+	for i := range h.release {
+		h.release[i] = make(chan struct{})
+	}
+	return h
+}
+
+func (s *holdStore) Put(ctx context.Context, name string, data []byte) error {
 	if i := strings.Index(name, chkDirPrefix); i >= 0 && strings.HasSuffix(name, "/"+partName) {
 		if id, _, ok := parseChkName(name[i:]); ok && id <= s.upTo {
 			select {
-			case <-time.After(s.delay):
+			case <-s.release[id]:
 			case <-ctx.Done():
 			}
 		}
@@ -252,25 +263,55 @@ func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
 	return s.Store.Put(ctx, name, data)
 }
 
-// TestCheckpointTimeout: checkpoints whose parts take longer than
-// --checkpoint-timeout to become durable are abandoned (failed, timed out),
-// later ones complete, and the output is exact.
+// releaseOnAbort is a progress writer that releases a held checkpoint once
+// its event says it ended without completing.
+type releaseOnAbort struct{ h *holdStore }
+
+func (r releaseOnAbort) Write(p []byte) (int, error) {
+	var ev struct {
+		Event  string `json:"event"`
+		ID     uint64 `json:"id"`
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(p, &ev) == nil && ev.Event == "checkpoint" && ev.Status != "completed" &&
+		ev.ID >= 1 && ev.ID <= uint64(r.h.upTo) {
+		select {
+		case <-r.h.release[ev.ID]: // released already (Writes come one at a time)
+		default:
+			close(r.h.release[ev.ID])
+		}
+	}
+	return len(p), nil
+}
+
+// TestCheckpointTimeout: checkpoints whose parts do not become durable
+// within --checkpoint-timeout are abandoned (failed, timed out), later ones
+// complete, and the output is exact. The parts of checkpoints 1 and 2 are
+// held back until their checkpoint is abandoned, so they time out
+// whatever the scheduling; the timeout is long enough that the others
+// complete on a loaded machine (if one did not, it is a timeout too, and
+// counted as failed).
 func TestCheckpointTimeout(t *testing.T) {
+	hs := newHoldStore(nil, 2)
 	sc := &scenario{job: "keyed-count", mode: sink.Transactional, inputs: inputs("keyed-count", 6000, 100000, 14),
-		interval: 2 * time.Millisecond, cpTimeout: 40 * time.Millisecond}
+		interval: 2 * time.Millisecond, cpTimeout: 300 * time.Millisecond, progress: releaseOnAbort{hs}}
 	sc.wrapStore = func(s storage.Store) storage.Store {
-		return &slowStore{Store: s, upTo: 2, delay: 200 * time.Millisecond}
+		hs.Store = s
+		return hs
 	}
 	o := sc.execute(t)
 	o.check(t, sc.String())
-	timedOut := 0
+	var timedOut []uint64
 	for _, h := range o.report.History {
 		if h.Reason == checkpoint.TimedOut.String() {
-			timedOut++
+			timedOut = append(timedOut, h.ID)
 		}
 	}
-	if timedOut != 2 || o.summary.Checkpoints.Failed < timedOut || o.summary.Checkpoints.Completed == 0 {
-		t.Fatalf("%d timed out, summary %+v: want checkpoints 1 and 2 timed out and counted as failed", timedOut, o.summary.Checkpoints)
+	if len(timedOut) < 2 || timedOut[0] != 1 || timedOut[1] != 2 || o.summary.Checkpoints.Failed < len(timedOut) || o.summary.Checkpoints.Completed == 0 {
+		t.Fatalf("timed out %v, summary %+v: want checkpoints 1 and 2 timed out and counted as failed, and some completed", timedOut, o.summary.Checkpoints)
+	}
+	if len(timedOut) > 2 {
+		t.Logf("checkpoints %v also timed out (a loaded machine)", timedOut[2:])
 	}
 }
 
