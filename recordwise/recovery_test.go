@@ -63,12 +63,16 @@ func TestUnalignedRestoresInFlight(t *testing.T) {
 
 // TestAlignmentTimeoutSwitches: with a slow link longer than the alignment
 // timeout, aligned checkpoints switch to unaligned and persist in-flight
-// data; a kill afterwards still recovers exactly.
+// data; a kill afterwards still recovers exactly. The link delay is many
+// times the timeout and longer than a Go time slice (10 ms): with an 8 ms
+// delay, a task starved on one CPU found both barriers queued at once and
+// never aligned (seen under -cpu 1). The switch itself, at any timing, is
+// barrier.TestEveryInterleavingGivesAConsistentCut's business.
 func TestAlignmentTimeoutSwitches(t *testing.T) {
 	sc := &scenario{job: "keyed-count", barriers: barrierSetting{"aligned", 2 * time.Millisecond}, mode: sink.Transactional,
-		inputs: inputs("keyed-count", 12000, 100000, 12), interval: 5 * time.Millisecond,
+		inputs: inputs("keyed-count", 12000, 50000, 12), interval: 5 * time.Millisecond,
 		fails: []fault.Spec{kill(0, 9000)}}
-	sc.opts.hooks.channelDelay = slowLink(8 * time.Millisecond)
+	sc.opts.hooks.channelDelay = slowLink(30 * time.Millisecond)
 	o := sc.execute(t)
 	o.check(t, sc.String())
 	timedOut := 0
@@ -83,7 +87,7 @@ func TestAlignmentTimeoutSwitches(t *testing.T) {
 		}
 	}
 	if timedOut == 0 {
-		t.Fatalf("no alignment timed out with an 8 ms link delay and a 2 ms timeout")
+		t.Fatalf("no alignment timed out with a 30 ms link delay and a 2 ms timeout")
 	}
 }
 
@@ -506,14 +510,21 @@ func TestRescaledRestore(t *testing.T) {
 // TestInFlightRefusalDoesNotFallBack: when the newest complete point holds
 // in-flight data and an older one does not, a restore at another
 // parallelism refuses; it must not fall back to the older point as if the
-// newest were unreadable. Storage is made so without timing: a run stopped
-// at its second (aligned, so no in-flight data) checkpoint, whose second
-// metadata is then rewritten to record in-flight bytes in one part.
+// newest were unreadable. Storage is made so without timing: a run of one
+// second of input stopped at its second periodic (aligned, so no in-flight
+// data) checkpoint, whose metadata is then rewritten to record in-flight
+// bytes in one part.
 func TestInFlightRefusalDoesNotFallBack(t *testing.T) {
 	store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
-	in := inputs("keyed-count", 12000, 30000, 19)
+	in := inputs("keyed-count", 12000, 12000, 19) // one second of input
+	periodic := 0
 	first := &scenario{job: "keyed-count", mode: sink.Transactional, parallelism: 2, inputs: in,
-		storage: store, output: out, stopAtCheckpoint: 2, measureOnly: true}
+		storage: store, output: out, measureOnly: true, stopWhen: func(cs CheckpointStats) bool {
+			if cs.Status == "completed" && !cs.Final {
+				periodic++
+			}
+			return periodic == 2
+		}}
 	first.opts.RunID = "refuse"
 	if o := first.executeRaw(t); o.err != nil {
 		t.Fatal(o.err)
