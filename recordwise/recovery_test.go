@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,30 +34,51 @@ func slowLink(d time.Duration) func(string, int, string, int) time.Duration {
 
 // TestUnalignedRestoresInFlight makes sure in-flight data is really
 // persisted and re-injected: with a slow link, unaligned checkpoints carry
-// channel state, and a kill after one of them restores it. The output
-// still equals the oracle's.
+// channel state; the process is stopped as soon as one holding in-flight
+// records completes, and a second process restores it: the output still
+// equals the oracle's. (A kill after a fixed record count could follow a
+// checkpoint whose channels were empty on a loaded machine: seen under
+// -cpu 1, "restored checkpoint 1 carried no in-flight data".)
 func TestUnalignedRestoresInFlight(t *testing.T) {
 	for _, j := range []string{"keyed-count", "windowed-sum", "join"} {
 		t.Run(j, func(t *testing.T) {
-			sc := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
-				inputs: inputs(j, 12000, 100000, 11), interval: 5 * time.Millisecond,
-				fails: []fault.Spec{kill(1, 8000)}}
-			sc.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
-			o := sc.execute(t)
-			o.check(t, sc.String())
-			if len(o.report.Restores) != 2 || o.report.Restores[1].From == 0 {
-				t.Skipf("no checkpoint completed before the kill; restores %+v", o.report.Restores)
+			store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
+			in := inputs(j, 12000, 100000, 11)
+			first := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
+				inputs: in, interval: 5 * time.Millisecond, storage: store, output: out, measureOnly: true,
+				stopWhen: func(cs CheckpointStats) bool { return cs.Status == "completed" && cs.InFlightRecords > 0 }}
+			first.opts.RunID = "in-flight"
+			first.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
+			o := first.executeRaw(t)
+			if o.err != nil {
+				t.Fatal(o.err)
 			}
-			from := uint64(o.report.Restores[1].From)
+			inFlight := map[uint64]int64{}
 			for _, h := range o.report.History {
-				if h.ID == from && h.Attempt == 0 {
-					if h.InFlightRecords == 0 {
-						t.Fatalf("restored checkpoint %d carried no in-flight data", from)
-					}
-					return
+				if h.Status == "completed" {
+					inFlight[h.ID] = h.InFlightRecords
 				}
 			}
-			t.Fatalf("restored checkpoint %d not in the history", from)
+			second := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
+				inputs: in, interval: 5 * time.Millisecond, storage: store, output: out}
+			second.opts.RunID = "in-flight"
+			second.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
+			o = second.execute(t)
+			o.check(t, second.String())
+			from := uint64(o.report.Restores[0].From)
+			n, ok := inFlight[from]
+			switch {
+			case !ok:
+				t.Fatalf("restored checkpoint %d, which the first process did not complete (completed: %v)", from, inFlight)
+			case n == 0 && !slices.ContainsFunc(slices.Collect(maps.Values(inFlight)), func(n int64) bool { return n > 0 }):
+				t.Skipf("no checkpoint of the first process held in-flight records: %v", inFlight)
+			case n == 0:
+				// The stop came right after a checkpoint with in-flight
+				// records, but a newer one completed before the process
+				// ended. Never seen; it would prove nothing here.
+				t.Skipf("a checkpoint without in-flight records completed after the stop: %v, restored %d", inFlight, from)
+			}
+			t.Logf("restored checkpoint %d with %d in-flight records", from, n)
 		})
 	}
 }
