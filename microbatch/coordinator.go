@@ -1350,7 +1350,9 @@ func (c *coordinator) startGC(ctx context.Context, l Listing) {
 		}
 		// Retention is housekeeping: a failure leaves extra objects, which
 		// the next pass removes; it never affects what a restart reads.
-		_ = c.retain(ctx, l, committed)
+		if err := c.retain(ctx, l, committed); err == nil && c.opts.hooks.onRetained != nil {
+			c.opts.hooks.onRetained(committed)
+		}
 	}()
 }
 

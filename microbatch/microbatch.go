@@ -75,6 +75,9 @@ type testHooks struct {
 	noRestart bool
 	// onRun sees the positions of every batch attempt.
 	onRun func(e offsetsEntry, rerun bool)
+	// onRetained sees every background retention pass that completed,
+	// with the last committed batch it kept to.
+	onRetained func(committed int64)
 	// serialSeal runs the sink flush, then the state objects, then the
 	// manifest, each after the previous one, and noPlanAhead never plans a
 	// batch before the previous one is committed: the executor as it was

@@ -2,6 +2,7 @@ package recordwise
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -96,6 +97,10 @@ type scenario struct {
 	// many checkpoints are complete, leaving storage as a process dying
 	// then would.
 	stopAtCheckpoint int
+	// stopWhen, if set, stops the run from outside after the first
+	// checkpoint event (any status) for which it returns true: a test
+	// stops at a recovery point it chose, not after a wall-clock time.
+	stopWhen func(CheckpointStats) bool
 	// resumed runs the scenario as a --resume process (run.Config.Resumed).
 	resumed bool
 }
@@ -193,6 +198,12 @@ func (sc *scenario) execute(t testing.TB) *result {
 		cfg.Progress = &runtest.EventStop{W: cfg.Progress, Match: []string{`"event":"checkpoint"`, `"status":"completed"`},
 			N: sc.stopAtCheckpoint, Stop: stop}
 	}
+	if sc.stopWhen != nil {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithCancel(runCtx)
+		defer stop()
+		cfg.Progress = &checkpointStop{w: cfg.Progress, when: sc.stopWhen, stop: stop}
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	env, err := run.Prepare(ctx, cfg, alloc, log, true, run.OutputResume)
 	if err != nil {
@@ -248,6 +259,31 @@ func (o *result) check(t testing.TB, what string) {
 	if o.summary.Crashes != len(o.summary.Recoveries) {
 		t.Fatalf("%s: %d crashes but %d recoveries", what, o.summary.Crashes, len(o.summary.Recoveries))
 	}
+}
+
+// checkpointStop passes progress lines on to w (when set) and calls stop
+// once when a checkpoint event satisfies when. Executors write one line
+// per Write, one at a time.
+type checkpointStop struct {
+	w       io.Writer
+	when    func(CheckpointStats) bool
+	stop    func()
+	stopped bool
+}
+
+func (c *checkpointStop) Write(p []byte) (int, error) {
+	var ev struct {
+		Event string `json:"event"`
+		CheckpointStats
+	}
+	if !c.stopped && json.Unmarshal(p, &ev) == nil && ev.Event == "checkpoint" && c.when(ev.CheckpointStats) {
+		c.stopped = true
+		c.stop()
+	}
+	if c.w == nil {
+		return len(p), nil
+	}
+	return c.w.Write(p)
 }
 
 // countingAlloc is the Go allocator without the checked allocator's

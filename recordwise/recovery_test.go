@@ -3,8 +3,10 @@ package recordwise
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,42 +34,67 @@ func slowLink(d time.Duration) func(string, int, string, int) time.Duration {
 
 // TestUnalignedRestoresInFlight makes sure in-flight data is really
 // persisted and re-injected: with a slow link, unaligned checkpoints carry
-// channel state, and a kill after one of them restores it. The output
-// still equals the oracle's.
+// channel state; the process is stopped as soon as one holding in-flight
+// records completes, and a second process restores it: the output still
+// equals the oracle's. (A kill after a fixed record count could follow a
+// checkpoint whose channels were empty on a loaded machine: seen under
+// -cpu 1, "restored checkpoint 1 carried no in-flight data".)
 func TestUnalignedRestoresInFlight(t *testing.T) {
 	for _, j := range []string{"keyed-count", "windowed-sum", "join"} {
 		t.Run(j, func(t *testing.T) {
-			sc := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
-				inputs: inputs(j, 12000, 100000, 11), interval: 5 * time.Millisecond,
-				fails: []fault.Spec{kill(1, 8000)}}
-			sc.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
-			o := sc.execute(t)
-			o.check(t, sc.String())
-			if len(o.report.Restores) != 2 || o.report.Restores[1].From == 0 {
-				t.Skipf("no checkpoint completed before the kill; restores %+v", o.report.Restores)
+			store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
+			in := inputs(j, 12000, 100000, 11)
+			first := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
+				inputs: in, interval: 5 * time.Millisecond, storage: store, output: out, measureOnly: true,
+				stopWhen: func(cs CheckpointStats) bool { return cs.Status == "completed" && cs.InFlightRecords > 0 }}
+			first.opts.RunID = "in-flight"
+			first.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
+			o := first.executeRaw(t)
+			if o.err != nil {
+				t.Fatal(o.err)
 			}
-			from := uint64(o.report.Restores[1].From)
+			inFlight := map[uint64]int64{}
 			for _, h := range o.report.History {
-				if h.ID == from && h.Attempt == 0 {
-					if h.InFlightRecords == 0 {
-						t.Fatalf("restored checkpoint %d carried no in-flight data", from)
-					}
-					return
+				if h.Status == "completed" {
+					inFlight[h.ID] = h.InFlightRecords
 				}
 			}
-			t.Fatalf("restored checkpoint %d not in the history", from)
+			second := &scenario{job: j, barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
+				inputs: in, interval: 5 * time.Millisecond, storage: store, output: out}
+			second.opts.RunID = "in-flight"
+			second.opts.hooks.channelDelay = slowLink(4 * time.Millisecond)
+			o = second.execute(t)
+			o.check(t, second.String())
+			from := uint64(o.report.Restores[0].From)
+			n, ok := inFlight[from]
+			switch {
+			case !ok:
+				t.Fatalf("restored checkpoint %d, which the first process did not complete (completed: %v)", from, inFlight)
+			case n == 0 && !slices.ContainsFunc(slices.Collect(maps.Values(inFlight)), func(n int64) bool { return n > 0 }):
+				t.Skipf("no checkpoint of the first process held in-flight records: %v", inFlight)
+			case n == 0:
+				// The stop came right after a checkpoint with in-flight
+				// records, but a newer one completed before the process
+				// ended. Never seen; it would prove nothing here.
+				t.Skipf("a checkpoint without in-flight records completed after the stop: %v, restored %d", inFlight, from)
+			}
+			t.Logf("restored checkpoint %d with %d in-flight records", from, n)
 		})
 	}
 }
 
 // TestAlignmentTimeoutSwitches: with a slow link longer than the alignment
 // timeout, aligned checkpoints switch to unaligned and persist in-flight
-// data; a kill afterwards still recovers exactly.
+// data; a kill afterwards still recovers exactly. The link delay is many
+// times the timeout and longer than a Go time slice (10 ms): with an 8 ms
+// delay, a task starved on one CPU found both barriers queued at once and
+// never aligned (seen under -cpu 1). The switch itself, at any timing, is
+// barrier.TestEveryInterleavingGivesAConsistentCut's business.
 func TestAlignmentTimeoutSwitches(t *testing.T) {
 	sc := &scenario{job: "keyed-count", barriers: barrierSetting{"aligned", 2 * time.Millisecond}, mode: sink.Transactional,
-		inputs: inputs("keyed-count", 12000, 100000, 12), interval: 5 * time.Millisecond,
+		inputs: inputs("keyed-count", 12000, 50000, 12), interval: 5 * time.Millisecond,
 		fails: []fault.Spec{kill(0, 9000)}}
-	sc.opts.hooks.channelDelay = slowLink(8 * time.Millisecond)
+	sc.opts.hooks.channelDelay = slowLink(30 * time.Millisecond)
 	o := sc.execute(t)
 	o.check(t, sc.String())
 	timedOut := 0
@@ -82,7 +109,7 @@ func TestAlignmentTimeoutSwitches(t *testing.T) {
 		}
 	}
 	if timedOut == 0 {
-		t.Fatalf("no alignment timed out with an 8 ms link delay and a 2 ms timeout")
+		t.Fatalf("no alignment timed out with a 30 ms link delay and a 2 ms timeout")
 	}
 }
 
@@ -189,8 +216,12 @@ func TestCorruptNewestTransactional(t *testing.T) {
 		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
 			t.Run(j+"/"+b.String(), func(t *testing.T) {
 				corrupted := checkpoint.ID(0)
-				sc := &scenario{job: j, mode: sink.Transactional, barriers: b, inputs: inputs(j, 12000, 100000, 17),
-					interval: 3 * time.Millisecond, fails: []fault.Spec{at(PointSinkAfterCommit, 3)},
+				// The crash follows the second checkpoint's commit, which
+				// may be the final one's: a loaded machine completed only
+				// one periodic checkpoint in 120 ms of input, so a third
+				// commit never came (3 of 8 runs at load ~12). 300 ms now.
+				sc := &scenario{job: j, mode: sink.Transactional, barriers: b, inputs: inputs(j, 12000, 40000, 17),
+					interval: 3 * time.Millisecond, fails: []fault.Spec{at(PointSinkAfterCommit, 2)},
 					output: filepath.Join(fastDir(t), "out")}
 				corrupt := corruptNewestOnRestore(t, &corrupted)
 				// Whether the lost point's epochs left visible rows: files
@@ -232,18 +263,29 @@ func TestForgetfulSourceReportsLoss(t *testing.T) {
 	}
 }
 
-// slowStore delays the Puts of part descriptors of checkpoints 1..upTo.
-type slowStore struct {
+// holdStore holds back the Puts of part descriptors of checkpoints 1..upTo
+// until the checkpoint has been abandoned (released by its id) or the
+// context ends: those checkpoints cannot complete in time, whatever the
+// machine's speed. Store is set once the run's storage is open.
+type holdStore struct {
 	storage.Store
-	upTo  checkpoint.ID
-	delay time.Duration
+	upTo    checkpoint.ID
+	release [](chan struct{}) // index: checkpoint id
 }
 
-func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
+func newHoldStore(s storage.Store, upTo checkpoint.ID) *holdStore {
+	h := &holdStore{Store: s, upTo: upTo, release: make([]chan struct{}, upTo+1)}
+	for i := range h.release {
+		h.release[i] = make(chan struct{})
+	}
+	return h
+}
+
+func (s *holdStore) Put(ctx context.Context, name string, data []byte) error {
 	if i := strings.Index(name, chkDirPrefix); i >= 0 && strings.HasSuffix(name, "/"+partName) {
 		if id, _, ok := parseChkName(name[i:]); ok && id <= s.upTo {
 			select {
-			case <-time.After(s.delay):
+			case <-s.release[id]:
 			case <-ctx.Done():
 			}
 		}
@@ -251,25 +293,55 @@ func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
 	return s.Store.Put(ctx, name, data)
 }
 
-// TestCheckpointTimeout: checkpoints whose parts take longer than
-// --checkpoint-timeout to become durable are abandoned (failed, timed out),
-// later ones complete, and the output is exact.
+// releaseOnAbort is a progress writer that releases a held checkpoint once
+// its event says it ended without completing.
+type releaseOnAbort struct{ h *holdStore }
+
+func (r releaseOnAbort) Write(p []byte) (int, error) {
+	var ev struct {
+		Event  string `json:"event"`
+		ID     uint64 `json:"id"`
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(p, &ev) == nil && ev.Event == "checkpoint" && ev.Status != "completed" &&
+		ev.ID >= 1 && ev.ID <= uint64(r.h.upTo) {
+		select {
+		case <-r.h.release[ev.ID]: // released already (Writes come one at a time)
+		default:
+			close(r.h.release[ev.ID])
+		}
+	}
+	return len(p), nil
+}
+
+// TestCheckpointTimeout: checkpoints whose parts do not become durable
+// within --checkpoint-timeout are abandoned (failed, timed out), later ones
+// complete, and the output is exact. The parts of checkpoints 1 and 2 are
+// held back until their checkpoint is abandoned, so they time out
+// whatever the scheduling; the timeout is long enough that the others
+// complete on a loaded machine (if one did not, it is a timeout too, and
+// counted as failed).
 func TestCheckpointTimeout(t *testing.T) {
+	hs := newHoldStore(nil, 2)
 	sc := &scenario{job: "keyed-count", mode: sink.Transactional, inputs: inputs("keyed-count", 6000, 100000, 14),
-		interval: 2 * time.Millisecond, cpTimeout: 40 * time.Millisecond}
+		interval: 2 * time.Millisecond, cpTimeout: 300 * time.Millisecond, progress: releaseOnAbort{hs}}
 	sc.wrapStore = func(s storage.Store) storage.Store {
-		return &slowStore{Store: s, upTo: 2, delay: 200 * time.Millisecond}
+		hs.Store = s
+		return hs
 	}
 	o := sc.execute(t)
 	o.check(t, sc.String())
-	timedOut := 0
+	var timedOut []uint64
 	for _, h := range o.report.History {
 		if h.Reason == checkpoint.TimedOut.String() {
-			timedOut++
+			timedOut = append(timedOut, h.ID)
 		}
 	}
-	if timedOut != 2 || o.summary.Checkpoints.Failed < timedOut || o.summary.Checkpoints.Completed == 0 {
-		t.Fatalf("%d timed out, summary %+v: want checkpoints 1 and 2 timed out and counted as failed", timedOut, o.summary.Checkpoints)
+	if len(timedOut) < 2 || timedOut[0] != 1 || timedOut[1] != 2 || o.summary.Checkpoints.Failed < len(timedOut) || o.summary.Checkpoints.Completed == 0 {
+		t.Fatalf("timed out %v, summary %+v: want checkpoints 1 and 2 timed out and counted as failed, and some completed", timedOut, o.summary.Checkpoints)
+	}
+	if len(timedOut) > 2 {
+		t.Logf("checkpoints %v also timed out (a loaded machine)", timedOut[2:])
 	}
 }
 
@@ -359,16 +431,20 @@ func TestStorageFailures(t *testing.T) {
 }
 
 // TestEndlessInputStops: an endless input runs until the context ends; the
-// run stops cleanly with its checkpoints, crash and recovery accounted.
+// run stops cleanly with its checkpoints, crash and recovery accounted. The
+// context ends once a checkpoint of the restarted incarnation completed (a
+// fixed run time could end before the kill, or before any checkpoint, on a
+// loaded machine).
 func TestEndlessInputStops(t *testing.T) {
-	sc := &scenario{job: "windowed-sum", mode: sink.Transactional, runFor: 400 * time.Millisecond,
-		inputs: map[string]string{"in": "gen:records=0,keys=100,seed=5,rate=50000"},
-		fails:  []fault.Spec{kill(0, 5000)}}
+	sc := &scenario{job: "windowed-sum", mode: sink.Transactional,
+		stopWhen: func(cs CheckpointStats) bool { return cs.Attempt >= 1 && cs.Status == "completed" },
+		inputs:   map[string]string{"in": "gen:records=0,keys=100,seed=5,rate=50000"},
+		fails:    []fault.Spec{kill(0, 5000)}}
 	o := sc.executeRaw(t)
 	if o.err != nil {
 		t.Fatal(o.err)
 	}
-	if o.summary.Checkpoints.Completed == 0 || o.summary.Crashes != 1 || o.summary.RecordsIn < 5000 {
+	if o.summary.Checkpoints.Completed == 0 || o.summary.Crashes != 1 || len(o.summary.Recoveries) != 1 || o.summary.RecordsIn < 5000 {
 		t.Fatalf("summary %+v", o.summary)
 	}
 	if !slices.ContainsFunc(o.summary.Notes, func(n string) bool { return strings.Contains(n, "stopped before the end") }) {
@@ -380,7 +456,9 @@ func TestEndlessInputStops(t *testing.T) {
 // run id, storage and output) at another: operator state moves by key
 // group and source positions by partition, and the output equals the
 // oracle's with no duplicate. A recovery point holding in-flight data
-// (unaligned) cannot be rescaled, and the resume says so.
+// (unaligned) cannot be rescaled, and the resume says so. The first run is
+// stopped at a checkpoint event, not after a fixed time: on a loaded
+// machine 200 ms could pass before the first checkpoint completed.
 func TestRescaledRestore(t *testing.T) {
 	for _, tc := range []struct {
 		job      string
@@ -390,7 +468,7 @@ func TestRescaledRestore(t *testing.T) {
 			store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
 			in := inputs(tc.job, 12000, 30000, 19)
 			first := &scenario{job: tc.job, mode: sink.Transactional, parallelism: tc.from, inputs: in,
-				storage: store, output: out, runFor: 200 * time.Millisecond, measureOnly: true}
+				storage: store, output: out, stopAtCheckpoint: 2, measureOnly: true}
 			first.opts.RunID = "rescale"
 			o := first.executeRaw(t)
 			if o.err != nil {
@@ -414,17 +492,25 @@ func TestRescaledRestore(t *testing.T) {
 	t.Run("in-flight data refused", func(t *testing.T) {
 		store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
 		in := inputs("keyed-count", 12000, 30000, 19)
+		// Stopped once a checkpoint holding in-flight data completed; a
+		// checkpoint already writing its metadata then may still complete
+		// after it, so the verdict below follows the newest completed one.
 		first := &scenario{job: "keyed-count", barriers: barrierSetting{"unaligned", 0}, mode: sink.Transactional,
-			parallelism: 2, inputs: in, storage: store, output: out, runFor: 200 * time.Millisecond, measureOnly: true}
+			parallelism: 2, inputs: in, storage: store, output: out, measureOnly: true,
+			stopWhen: func(cs CheckpointStats) bool { return cs.Status == "completed" && cs.InFlightBytes > 0 }}
 		first.opts.RunID = "rescale"
 		first.opts.hooks.channelDelay = slowLink(5 * time.Millisecond)
 		o := first.executeRaw(t)
 		if o.err != nil {
 			t.Fatal(o.err)
 		}
+		var newest *CheckpointStats
 		var inFlight int64
-		for _, h := range o.report.History {
+		for i, h := range o.report.History {
 			inFlight += h.InFlightBytes
+			if h.Status == "completed" && (newest == nil || h.ID > newest.ID) {
+				newest = &o.report.History[i]
+			}
 		}
 		if inFlight == 0 {
 			t.Skip("no unaligned checkpoint persisted in-flight data")
@@ -433,8 +519,79 @@ func TestRescaledRestore(t *testing.T) {
 			storage: store, output: out, measureOnly: true}
 		second.opts.RunID = "rescale"
 		o = second.executeRaw(t)
+		if newest.InFlightBytes == 0 {
+			// The newest point, the one restored, holds no in-flight data:
+			// it can be rescaled.
+			if o.err != nil {
+				t.Fatalf("resuming checkpoint %d, which holds no in-flight data, at another parallelism: %v", newest.ID, o.err)
+			}
+			return
+		}
 		if o.err == nil || !strings.Contains(o.err.Error(), "in-flight data") {
-			t.Fatalf("resuming an unaligned point with in-flight data at another parallelism: err %v, want a refusal naming the in-flight data", o.err)
+			t.Fatalf("resuming checkpoint %d with in-flight data at another parallelism: err %v, want a refusal naming the in-flight data", newest.ID, o.err)
 		}
 	})
+}
+
+// TestInFlightRefusalDoesNotFallBack: when the newest complete point holds
+// in-flight data and an older one does not, a restore at another
+// parallelism refuses; it must not fall back to the older point as if the
+// newest were unreadable. Storage is made so without timing: a run of one
+// second of input stopped at its second periodic (aligned, so no in-flight
+// data) checkpoint, whose metadata is then rewritten to record in-flight
+// bytes in one part.
+func TestInFlightRefusalDoesNotFallBack(t *testing.T) {
+	store, out := "file://"+fastDir(t), filepath.Join(fastDir(t), "out")
+	in := inputs("keyed-count", 12000, 12000, 19) // one second of input
+	periodic := 0
+	first := &scenario{job: "keyed-count", mode: sink.Transactional, parallelism: 2, inputs: in,
+		storage: store, output: out, measureOnly: true, stopWhen: func(cs CheckpointStats) bool {
+			if cs.Status == "completed" && !cs.Final {
+				periodic++
+			}
+			return periodic == 2
+		}}
+	first.opts.RunID = "refuse"
+	if o := first.executeRaw(t); o.err != nil {
+		t.Fatal(o.err)
+	}
+	ctx := context.Background()
+	st, err := storage.Open(ctx, store, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	prefix := runPrefixOf(t, st)
+	l, _, err := listCheckpoints(ctx, st, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.WithMetadata) < 2 {
+		t.Fatalf("storage holds complete checkpoints %v, want two", l.WithMetadata)
+	}
+	newest := l.WithMetadata[len(l.WithMetadata)-1]
+	data, err := st.Get(ctx, prefix+metadataKey(newest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m metadata
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m.Parts[0].InFlightBytes, m.Parts[0].InFlightRecords = 100, 1
+	if data, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, prefix+metadataKey(newest), data); err != nil {
+		t.Fatal(err)
+	}
+	second := &scenario{job: "keyed-count", mode: sink.Transactional, parallelism: 3, inputs: in,
+		storage: store, output: out, measureOnly: true}
+	second.opts.RunID = "refuse"
+	o := second.executeRaw(t)
+	want := fmt.Sprintf("recovery point %d was taken at parallelism 2", newest)
+	if o.err == nil || !strings.Contains(o.err.Error(), want) || !strings.Contains(o.err.Error(), "in-flight data") {
+		t.Fatalf("restoring at parallelism 3 when the newest point %d holds in-flight data (complete points %v): err %v; want a refusal containing %q",
+			newest, l.WithMetadata, o.err, want)
+	}
 }

@@ -3,6 +3,7 @@ package recordwise
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -183,13 +184,21 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 			}
 			return rp, plan, nil
 		}
-		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil {
+		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.Is(err, errInFlightRescale) {
+			// An in-flight refusal is not an unreadable point: an older
+			// one would restore, but from further back than the newest
+			// good point, and the note would call that one unreadable.
 			return nil, plan, err
 		}
 		errs = append(errs, fmt.Sprintf("%d: %v", id, err))
 	}
 	return nil, plan, fmt.Errorf("no complete recovery point could be read: %s", strings.Join(errs, "; "))
 }
+
+// errInFlightRescale marks the refusal to restore a point holding in-flight
+// data at another parallelism. The restore stops there rather than fall
+// back to an older point.
+var errInFlightRescale = errors.New("in-flight data")
 
 // load reads recovery point id whole, or fails without keeping anything.
 func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restoredPoint, err error) {
@@ -224,8 +233,8 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 			inFlightRecords += mp.InFlightRecords
 		}
 		if inFlight > 0 || inFlightRecords > 0 {
-			return rp, fmt.Errorf("recovery point was taken at parallelism %d, the job runs at %d: it holds %d bytes of in-flight data (unaligned barriers), which belongs to channels between subtasks and cannot be re-assigned; restore at parallelism %d",
-				m.Parallelism, inc.plan.parallelism, inFlight, m.Parallelism)
+			return rp, fmt.Errorf("recovery point %d was taken at parallelism %d, the job runs at %d: it holds %d bytes of %w (unaligned barriers), which belongs to channels between subtasks and cannot be re-assigned; restore at parallelism %d",
+				id, m.Parallelism, inc.plan.parallelism, inFlight, errInFlightRescale, m.Parallelism)
 		}
 		rp.rescaled = true
 		rp.chainWM = map[string]chainWatermarks{}

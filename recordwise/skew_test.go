@@ -14,7 +14,7 @@ import (
 func skewRun(t testing.TB, barriers string, d time.Duration) (aligns []float64, inFlight []int64) {
 	t.Helper()
 	sc := &scenario{job: "keyed-count", barriers: barrierSetting{barriers, 0}, mode: sink.Idempotent,
-		inputs: inputs("keyed-count", 4000, 10000, 21), interval: 3 * d}
+		inputs: inputs("keyed-count", 6000, 10000, 21), interval: 3 * d}
 	sc.opts.hooks.channelDelay = slowLink(d)
 	o := sc.execute(t)
 	o.check(t, sc.String())
@@ -29,8 +29,11 @@ func skewRun(t testing.TB, barriers string, d time.Duration) (aligns []float64, 
 		}
 		inFlight = append(inFlight, h.InFlightRecords)
 	}
-	if len(aligns) < 2 {
-		t.Fatalf("%s: only %d periodic checkpoints completed", barriers, len(aligns))
+	// 600 ms of input at one checkpoint per 3d: several periodic
+	// checkpoints on an idle machine, but a loaded one (under -race)
+	// may complete only one before the final.
+	if len(aligns) < 1 {
+		t.Fatalf("%s: no periodic checkpoint completed", barriers)
 	}
 	return aligns, inFlight
 }
@@ -47,16 +50,20 @@ func median(v []float64) float64 {
 // unaligned ones snapshot at the first barrier (alignment about 0) and
 // persist the records in flight on the slow link instead. Durations on a
 // shared machine are noisy, so the test checks a lower bound for aligned and
-// the ratio between the two modes; BenchmarkSkew reports the figures.
+// the ratio between the two modes; BenchmarkSkew reports the figures. The
+// bound is on the longest alignment, not the median: a subtask starved for
+// longer than d finds both barriers queued at once and aligns in ~0 ms
+// (seen on a loaded machine: [16.4 0.02 0.5 53.6 24.1]), so only some
+// checkpoints show the skew, however many there are.
 func TestSkew(t *testing.T) {
 	const d = 20 * time.Millisecond
 	dm := float64(d.Milliseconds())
 
 	aligns, inFlight := skewRun(t, "aligned", d)
 	t.Logf("aligned: count-0 alignment ms %v, in-flight records %v", aligns, inFlight)
-	am := median(aligns)
+	am := slices.Max(aligns)
 	if am < 0.5*dm {
-		t.Fatalf("aligned: median alignment %.1f ms with a %v skew, want about %v", am, d, d)
+		t.Fatalf("aligned: longest alignment %.1f ms with a %v skew, want about %v", am, d, d)
 	}
 	for _, n := range inFlight {
 		if n != 0 {
@@ -67,7 +74,7 @@ func TestSkew(t *testing.T) {
 	aligns, inFlight = skewRun(t, "unaligned", d)
 	t.Logf("unaligned: count-0 alignment ms %v, in-flight records %v", aligns, inFlight)
 	if um := median(aligns); um > am/10 {
-		t.Fatalf("unaligned: median alignment %.2f ms, aligned %.1f ms: want about 0", um, am)
+		t.Fatalf("unaligned: median alignment %.2f ms, aligned at most %.1f ms: want about 0", um, am)
 	}
 	var total int64
 	for _, n := range inFlight {
