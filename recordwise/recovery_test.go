@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -590,8 +591,10 @@ func TestInFlightRefusalDoesNotFallBack(t *testing.T) {
 	second.opts.RunID = "refuse"
 	o := second.executeRaw(t)
 	want := fmt.Sprintf("recovery point %d was taken at parallelism 2", newest)
-	if o.err == nil || !strings.Contains(o.err.Error(), want) || !strings.Contains(o.err.Error(), "in-flight data") {
-		t.Fatalf("restoring at parallelism 3 when the newest point %d holds in-flight data (complete points %v): err %v; want a refusal containing %q",
+	// A run.RefusedError, so that the CLI exits 2: the flag is the user's
+	// to change.
+	if o.err == nil || !strings.Contains(o.err.Error(), want) || !strings.Contains(o.err.Error(), "in-flight data") || !errors.As(o.err, new(run.RefusedError)) {
+		t.Fatalf("restoring at parallelism 3 when the newest point %d holds in-flight data (complete points %v): err %v; want a run.RefusedError containing %q",
 			newest, l.WithMetadata, o.err, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -184,7 +185,7 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 			}
 			return rp, plan, nil
 		}
-		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.Is(err, errInFlightRescale) {
+		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.As(err, new(run.RefusedError)) {
 			// An in-flight refusal is not an unreadable point: an older
 			// one would restore, but from further back than the newest
 			// good point, and the note would call that one unreadable.
@@ -194,11 +195,6 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 	}
 	return nil, plan, fmt.Errorf("no complete recovery point could be read: %s", strings.Join(errs, "; "))
 }
-
-// errInFlightRescale marks the refusal to restore a point holding in-flight
-// data at another parallelism. The restore stops there rather than fall
-// back to an older point.
-var errInFlightRescale = errors.New("in-flight data")
 
 // load reads recovery point id whole, or fails without keeping anything.
 func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restoredPoint, err error) {
@@ -233,8 +229,10 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 			inFlightRecords += mp.InFlightRecords
 		}
 		if inFlight > 0 || inFlightRecords > 0 {
-			return rp, fmt.Errorf("recovery point %d was taken at parallelism %d, the job runs at %d: it holds %d bytes of %w (unaligned barriers), which belongs to channels between subtasks and cannot be re-assigned; restore at parallelism %d",
-				id, m.Parallelism, inc.plan.parallelism, inFlight, errInFlightRescale, m.Parallelism)
+			// A refusal stops the restore rather than fall back to an
+			// older point (see restore).
+			return rp, run.RefusedError{Err: fmt.Errorf("recovery point %d was taken at parallelism %d, the job runs at %d: it holds %d bytes of in-flight data (unaligned barriers), which belongs to channels between subtasks and cannot be re-assigned; restore at parallelism %d",
+				id, m.Parallelism, inc.plan.parallelism, inFlight, m.Parallelism)}
 		}
 		rp.rescaled = true
 		rp.chainWM = map[string]chainWatermarks{}

@@ -58,8 +58,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (code
 	var ue usageError
 	var ie run.InputError
 	var ob run.OutputBusyError
+	var re run.RefusedError
 	switch {
-	case errors.As(err, &ue), errors.As(err, &ie), errors.As(err, &ob), isCobraUsage(err):
+	case errors.As(err, &ue), errors.As(err, &ie), errors.As(err, &ob), errors.As(err, &re), isCobraUsage(err):
 		return exitUsage
 	case errors.Is(err, context.Canceled):
 		return 130

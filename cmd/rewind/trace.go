@@ -234,12 +234,12 @@ func describeEvent(ev run.TimedEvent) string {
 	case "batch":
 		d, _ := e["durations_ms"].(map[string]any)
 		g := func(k string) float64 { v, _ := d[k].(float64); return v }
-		kind := "batch"
+		rerun := ""
 		if r, _ := e["rerun"].(bool); r {
-			kind = "batch (RE-RUN)"
+			rerun = " (RE-RUN)"
 		}
-		fmt.Fprintf(&b, "%s%s %.0f: %.0f rows; offsets logged %.1f ms, run %.1f ms, state %.1f ms, sink %.1f ms, commit logged %.1f ms\n",
-			at, kind, num("batch_id"), num("input_rows"), g("offsets_log"), g("run"), g("state_commit"), g("sink"), g("commit_log"))
+		fmt.Fprintf(&b, "%sbatch %.0f%s: %.0f rows; offsets logged %.1f ms, run %.1f ms, state %.1f ms, sink %.1f ms, commit logged %.1f ms\n",
+			at, num("batch_id"), rerun, num("input_rows"), g("offsets_log"), g("run"), g("state_commit"), g("sink"), g("commit_log"))
 		srcs, _ := e["sources"].([]any)
 		var ranges []string
 		for _, sv := range srcs {

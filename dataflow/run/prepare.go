@@ -127,6 +127,15 @@ type InputError struct {
 func (e InputError) Error() string { return fmt.Sprintf("invalid --input %s: %v", e.Input, e.Err) }
 func (e InputError) Unwrap() error { return e.Err }
 
+// RefusedError is an executor's refusal of what its flags ask, found only
+// once it reads its recovery point (a parallelism the point cannot be
+// re-split to): like a bad flag, it is the user's to change, and the CLI
+// exits 2 for it.
+type RefusedError struct{ Err error }
+
+func (e RefusedError) Error() string { return e.Err.Error() }
+func (e RefusedError) Unwrap() error { return e.Err }
+
 // OutputBusyError is an output directory that already holds files when
 // --overwrite was not given.
 type OutputBusyError struct{ Dir string }
