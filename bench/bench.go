@@ -234,6 +234,9 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 				o.Diff = got.Diff(want, 5)
 				o.Correct = o.Diff == ""
 				say("bench:   %.0f ms, %.0f records/s%s", s.WallMs, s.ThroughputRPS, map[bool]string{true: "", false: ", WRONG RESULT"}[o.Correct])
+				for _, f := range s.UnfiredFaults {
+					say("bench:   the crash %s did not fire: the input ended first", f)
+				}
 			}
 			*r.out = o
 		}

@@ -106,6 +106,9 @@ func verdict(o *Outcome) string {
 		return "FAILED"
 	case !o.Correct:
 		return "WRONG"
+	case o.Summary != nil && len(o.Summary.UnfiredFaults) > 0:
+		// Right, but its recovery bill is of no crash at all.
+		return "NO CRASH"
 	}
 	return "ok"
 }

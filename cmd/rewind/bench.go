@@ -43,7 +43,7 @@ failed or produced a wrong result.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.contestants, "executors", bench.DefaultContestants, "contestants, comma-separated; recordwise takes /aligned or /unaligned")
-	fl.StringArrayVar(&f.fails, "fail", nil, "crash for every contestant's crash run: worker=W,after-records=N (repeatable), or none (default: worker 0 at half the input)")
+	fl.StringArrayVar(&f.fails, "fail", nil, "crash for every contestant's crash run: worker=W,after-records=N[,after-point=NAME] (repeatable; a point every contestant has), or none (default: worker 0 at half the input)")
 	fl.StringVar(&f.report, "report", "", "also write report.md, report.json and plots into this directory")
 	fl.StringVar(&f.scratch, "scratch", "", "directory for outputs and local storage (default: a temporary one, removed afterwards)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the scratch directory (outputs and storage of every run)")
@@ -85,7 +85,7 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	faults := bench.Faults{None: none, Specs: cfg.Fails}
 	for _, s := range faults.Specs {
 		if !s.IsWorkerKill() {
-			return usagef("invalid --fail %s: bench gives every executor the same crash, and named points differ between executors; use worker=W,after-records=N", s)
+			return usagef("invalid --fail %s: bench gives every executor the same crash, and named points differ between executors; use worker=W,after-records=N[,after-point=NAME]", s)
 		}
 	}
 	for _, c := range contestants {

@@ -8,8 +8,9 @@ import (
 )
 
 // TestEveryExecutorHasTheRunPoints: the run driver's points are in every
-// executor's --list-fail-points after its own, marked kill=process only,
-// and every executor's validation accepts them with kill=process.
+// executor's --list-fail-points after its own (one name per line on
+// stdout; stderr says they are kill=process only), and every executor's
+// validation accepts them with kill=process.
 func TestEveryExecutorHasTheRunPoints(t *testing.T) {
 	for _, name := range executorNames() {
 		if name == "reference" {
@@ -22,8 +23,8 @@ func TestEveryExecutorHasTheRunPoints(t *testing.T) {
 			t.Fatalf("%s --list-fail-points: exit %d, %d lines (want %d own + %d run points):\n%s%s", name, code, len(lines), len(own), len(fault.RunPoints), stdout, stderr)
 		}
 		for i, p := range fault.RunPoints {
-			if got := lines[len(own)+i]; !strings.HasPrefix(got, p+" ") || !strings.Contains(got, "kill=process only") {
-				t.Errorf("%s --list-fail-points line %q, want %s marked kill=process only", name, got, p)
+			if got := lines[len(own)+i]; got != p || !strings.Contains(stderr, p) || !strings.Contains(stderr, "kill=process only") {
+				t.Errorf("%s --list-fail-points line %q, stderr %q; want %s, said on stderr to be kill=process only", name, got, stderr, p)
 			}
 			spec, err := fault.Parse("point=" + p + ",kill=process")
 			if err == nil {

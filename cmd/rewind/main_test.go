@@ -11,8 +11,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -233,6 +233,17 @@ func referenceOutput(t *testing.T, j *job.Job, inputs []string) *sink.Table {
 	return want
 }
 
+// TestTraceSaysWhenItsCrashDidNotFire: the default crash waits for the
+// first checkpoint, which here comes only at the end of the input (the
+// interval is longer than the run), when nothing is read any more. The
+// trace is printed, and it fails saying why it shows no recovery.
+func TestTraceSaysWhenItsCrashDidNotFire(t *testing.T) {
+	code, stdout, stderr := rewind(t, "trace", "--input", "gen:records=4000,keys=8,partitions=2", "--checkpoint-interval", "1h")
+	if code != exitFailure || !strings.Contains(stderr, "did not fire before the input ended") || !strings.Contains(stdout, "result: equals the reference") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 saying the crash did not fire, after the trace:\n%s", code, stderr, stdout)
+	}
+}
+
 // TestAFailThatNeverFiredIsNoted: a crash asked for but never reached must
 // not pass silently as a crash-free run.
 func TestAFailThatNeverFiredIsNoted(t *testing.T) {
@@ -344,6 +355,19 @@ func TestBenchFailNoneRunsCrashFreeOnly(t *testing.T) {
 	}
 	if !json.Valid([]byte(lastLine(stdout))) {
 		t.Errorf("the last line is not the JSON report: %s", lastLine(stdout))
+	}
+}
+
+// TestBenchMarksACrashThatNeverFired: a crash run whose crash never came
+// is not shown as a recovery that cost nothing.
+func TestBenchMarksACrashThatNeverFired(t *testing.T) {
+	code, stdout, stderr := rewind(t, "bench", "--input", "gen:records=2000,keys=20", "--executors", "microbatch",
+		"--trigger", "5ms", "--fail", "worker=0,after-records=1000000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "the crash worker=0,after-records=1000000 did not fire") || !strings.Contains(stdout, "NO CRASH") {
+		t.Errorf("the unfired crash is not marked:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }
 
@@ -596,15 +620,18 @@ func TestTraceTellsTheRecovery(t *testing.T) {
 func TestInterruptedRunExits130WithItsSummary(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "o")
 	args := []string{"run", "--executor", "microbatch", "--input", "gen:records=0,rate=5000", "--output", out,
-		"--storage", "file://" + t.TempDir(), "--trigger", "20ms"}
+		"--storage", "file://" + t.TempDir(), "--trigger", "20ms", "--progress", "json", "--summary", "json"}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr bytes.Buffer
-	// The input is endless: only the interrupt ends this run, whenever it
-	// comes.
-	time.AfterFunc(300*time.Millisecond, cancel)
-	code := execute(ctx, args, &stdout, &stderr)
+	var stdout bytes.Buffer
+	// The input is endless: only the interrupt ends this run. It comes
+	// once the first batch has committed, so the run has begun.
+	stderr := &cancelOn{mark: []byte(`"event":"batch"`), cancel: cancel}
+	code := execute(ctx, args, &stdout, stderr)
 	if code != 130 {
 		t.Fatalf("exit %d, want 130; stderr %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"interrupted":true`) {
+		t.Errorf("the summary does not say the run was interrupted:\n%s", stdout.String())
 	}
 	if !strings.Contains(stdout.String(), "interrupted: the same command with --resume") {
 		t.Errorf("the summary lacks the resume note:\n%s", stdout.String())
@@ -616,4 +643,28 @@ func TestInterruptedRunExits130WithItsSummary(t *testing.T) {
 	if err != nil || rec.Finished != nil {
 		t.Fatalf("the run record after an interrupt: %+v, %v; want an unfinished record", rec, err)
 	}
+}
+
+// cancelOn is a stderr that calls cancel once mark has been written to it.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	mark   []byte
+	cancel func()
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.buf.Write(p)
+	if bytes.Contains(c.buf.Bytes(), c.mark) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+func (c *cancelOn) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
 }

@@ -25,10 +25,64 @@ const (
 	progressNone = "none"
 )
 
-// isTerminal reports whether w is a terminal a progress bar can redraw.
+// isTerminal reports whether w is a terminal a progress bar can redraw:
+// one with a known width (some ptys report 0×0, and a bar drawn to fit
+// zero columns shows nothing).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return false
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	return err == nil && width > 0
+}
+
+// logSwitch is where the run's log lines go. While a bar is drawn they are
+// held and handed to the bar, which prints them above itself (a line
+// written straight to the terminal would be erased by the bar's next
+// redraw); holding them costs the logging goroutine nothing, where the
+// bar's own writer would block it until the next redraw.
+type logSwitch struct {
+	mu      sync.Mutex
+	out     io.Writer
+	holding bool
+	held    []byte
+}
+
+func (l *logSwitch) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holding {
+		l.held = append(l.held, p...)
+		return len(p), nil
+	}
+	return l.out.Write(p)
+}
+
+// hold starts holding lines.
+func (l *logSwitch) hold() {
+	l.mu.Lock()
+	l.holding = true
+	l.mu.Unlock()
+}
+
+// take returns the lines held so far.
+func (l *logSwitch) take() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.held
+	l.held = nil
+	return b
+}
+
+// release writes what is still held to out and stops holding.
+func (l *logSwitch) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.held) > 0 {
+		_, _ = l.out.Write(l.held)
+	}
+	l.held, l.holding = nil, false
 }
 
 // runProgress draws a run's progress on stderr while it runs: records read
@@ -44,34 +98,43 @@ type runProgress struct {
 	stop   chan struct{}
 	done   sync.WaitGroup
 
+	logs *logSwitch
+
 	mu        sync.Mutex // guards what update leaves for describe
 	read      int64
-	rate      float64 // records/s over the last tick
-	finishing bool    // the whole input is read and nothing more comes
+	last      time.Time // of the last update
+	rate      float64   // records/s since the update before
+	finishing bool      // the whole input is read and nothing more comes
 }
 
-// startProgress starts the bar for env's run. Progress events reach the bar
+// startProgress starts the bar for env's run on w, holding the run's log
+// lines (logs) to print them above it. Progress events reach the bar
 // through env.Config.Progress, which it takes over (--progress json is the
 // other use of that writer, so the two exclude each other).
-func startProgress(w io.Writer, env *run.Env) *runProgress {
+func startProgress(w io.Writer, logs *logSwitch, env *run.Env) *runProgress {
 	var total int64
 	for _, s := range env.Sources {
 		sz, ok := s.(source.Sized)
-		if !ok || sz.Records() == 0 {
+		if !ok || sz.Records() == 0 || env.Config.Resumed {
+			// A resumed run reads from its recovery point on: a total
+			// would show it short of the end when it is done.
 			total = 0
 			break
 		}
 		total += sz.Records()
 	}
-	rp := &runProgress{faults: env.Faults, total: total, stop: make(chan struct{})}
+	rp := &runProgress{faults: env.Faults, total: total, stop: make(chan struct{}), logs: logs, last: time.Now()}
 	env.Config.Progress = &rp.events
 	// Refreshed by the poller below, so the same code draws on a terminal
 	// and into a file; the width applies where the terminal's is unknown.
 	refresh := time.Second
 	if isTerminal(w) {
 		refresh = 200 * time.Millisecond
+	} else {
+		w = struct{ io.Writer }{w} // a 0×0 pty: drawn as into a file
 	}
 	rp.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(120), mpb.WithRefreshRate(refresh), mpb.WithAutoRefresh())
+	logs.hold()
 	counts := decor.Any(func(decor.Statistics) string { return rp.describe() }, decor.WCSyncSpaceR)
 	name := decor.Name(env.Config.Executor + " ")
 	if total > 0 {
@@ -83,26 +146,37 @@ func startProgress(w io.Writer, env *run.Env) *runProgress {
 	rp.done.Add(1)
 	go func() {
 		defer rp.done.Done()
-		const tick = 250 * time.Millisecond
-		t := time.NewTicker(tick)
+		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
 			case <-rp.stop:
 				return
 			case <-t.C:
-				rp.update(tick)
+				rp.update(true)
+				rp.printLogs()
 			}
 		}
 	}()
 	return rp
 }
 
-// update moves the bar to the records read so far.
-func (rp *runProgress) update(tick time.Duration) {
+// printLogs hands the log lines held since the last tick to the bar.
+func (rp *runProgress) printLogs() {
+	if b := rp.logs.take(); len(b) > 0 {
+		_, _ = rp.p.Write(b)
+	}
+}
+
+// update moves the bar to the records read so far; withRate also measures
+// the read rate since the update before.
+func (rp *runProgress) update(withRate bool) {
 	read := rp.faults.RecordsRead()
 	rp.mu.Lock()
-	rp.rate = float64(read-rp.read) / tick.Seconds()
+	if now := time.Now(); withRate {
+		rp.rate = float64(read-rp.read) / max(now.Sub(rp.last).Seconds(), 1e-3)
+		rp.last = now
+	}
 	rp.finishing = rp.total > 0 && read >= rp.total && read == rp.read
 	rp.read = read
 	rp.mu.Unlock()
@@ -141,16 +215,19 @@ func (rp *runProgress) describe() string {
 
 // finish ends the bar, complete after a finished run and left where it
 // stopped otherwise, and waits until it is drawn.
+// Log lines still held are printed, above the bar or after it.
 func (rp *runProgress) finish(complete bool) {
 	close(rp.stop)
 	rp.done.Wait()
-	rp.update(time.Second)
+	rp.update(false)
+	rp.printLogs()
 	if complete {
 		rp.bar.SetTotal(-1, true) // the total becomes what was read
 	} else {
 		rp.bar.Abort(false)
 	}
 	rp.p.Wait()
+	rp.logs.release()
 }
 
 // plural writes "1 crash", "2 crashes".

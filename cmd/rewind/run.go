@@ -94,7 +94,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
-	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process] (repeatable); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process] (repeatable), or none (the default); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress on stderr: bar, json (each progress event as a line), none; auto = a bar when stderr is a terminal")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
@@ -260,11 +260,18 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		for _, p := range points {
 			fmt.Fprintln(stdout, p)
 		}
-		// Every executor's run ends in the run driver, which has points too.
+		// Every executor's run ends in the run driver, which has points
+		// too. One name per line on stdout, for scripts; the caveat of the
+		// run driver's on stderr.
 		for _, p := range fault.RunPoints {
-			fmt.Fprintf(stdout, "%s  (%s)\n", p, fault.ProcessOnly)
+			fmt.Fprintln(stdout, p)
 		}
+		fmt.Fprintf(stderr, "rewind: %s: %s\n", strings.Join(fault.RunPoints, ", "), fault.ProcessOnly)
 		return nil
+	}
+	// "none" is the default here; accepted as bench and trace accept it.
+	if _, err := f.takeFailNone(); err != nil {
+		return err
 	}
 	cfg, _, err := f.config(exec)
 	if err != nil {
@@ -274,7 +281,8 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if f.verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logs := &logSwitch{out: stderr} // a progress bar holds them while it is drawn
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level}))
 	if f.progress == progressJSON {
 		cfg.Progress = stderr
 	}
@@ -316,6 +324,12 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stderr, "rewind: resuming run %s from %s (if this process dies, resume with --resume %s)\n", cfg.RunID, env.Store.URL(), cfg.RunID)
+		for _, sp := range cfg.Fails {
+			if sp.KillProcess {
+				// Occurrences count from this process's start.
+				fmt.Fprintf(stderr, "rewind: warning: --fail %s applies to this process too and kills it again when reached; leave it out to let the run finish\n", sp)
+			}
+		}
 	case cfg.RunID != "":
 		// Written before any output, so a process that dies at any later
 		// moment leaves a directory --resume can continue.
@@ -328,19 +342,19 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
 	var bar *runProgress
 	if exec.Name() != "reference" && (f.progress == progressBar || f.progress == progressAuto && isTerminal(stderr)) {
-		bar = startProgress(stderr, env)
+		bar = startProgress(stderr, logs, env)
 	}
 	s, err := run.Execute(ctx, exec, env)
-	interrupted := ctx.Err() != nil
 	if bar != nil {
-		bar.finish(err == nil && !interrupted)
+		bar.finish(err == nil && !s.Interrupted)
 	}
 	if err != nil {
 		return err
 	}
+	interrupted := s.Interrupted
 	switch {
-	case interrupted && cfg.RunID != "":
-		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite) continues from the newest recovery point", cfg.RunID))
+	case interrupted && cfg.RunID != "" && rereadable(env):
+		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite or a kill=process --fail) continues from the newest recovery point", cfg.RunID))
 	case interrupted:
 		s.Notes = append(s.Notes, "interrupted: the output holds only what ran before the interrupt")
 	case cfg.RunID != "":
@@ -365,6 +379,17 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return errInterrupted
 	}
 	return nil
+}
+
+// rereadable reports whether every input of env can be read again, which
+// --resume needs.
+func rereadable(env *run.Env) bool {
+	for _, s := range env.Sources {
+		if !s.Rereadable() {
+			return false
+		}
+	}
+	return true
 }
 
 // errInterrupted ends a run stopped by SIGINT or SIGTERM after its summary

@@ -230,6 +230,9 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	hist := NewHistory(env.Config.Progress)
 	env.Config.Progress = hist
 	s, err := exec.Run(ctx, env)
+	// Decided here, not after Finish: a signal while the output is
+	// exported does not make a complete run an interrupted one.
+	interrupted := ctx.Err() != nil
 	env.Config.Progress = cfg.Progress
 	// The executor wrote the run id it used into env.Config (its own
 	// option, the configured one, or a new one).
@@ -244,6 +247,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	if err := env.Faults.Point(fault.PointBeforeFinish, -1); err != nil {
 		return nil, err
 	}
+	s.Interrupted = interrupted
 	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
 	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
 	if exec.Name() == "recordwise" {
@@ -268,6 +272,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 		return nil, err
 	}
 	for _, f := range env.Faults.Pending() {
+		s.UnfiredFaults = append(s.UnfiredFaults, f.String())
 		s.Notes = append(s.Notes, fmt.Sprintf("--fail %s did not fire: the run ended before reaching it", f))
 	}
 	return s, nil

@@ -64,10 +64,17 @@ type Summary struct {
 	// executors that have no such pieces (lineage, issue #6).
 	LostPieces *LostPieces `json:"lost_pieces"`
 
-	Crashes     int          `json:"crashes"`
-	Recoveries  []Recovery   `json:"recoveries"`
-	Checkpoints *Checkpoints `json:"checkpoints"`
-	LatencyMs   *Latency     `json:"latency_ms"`
+	// Interrupted: the run was stopped (SIGINT, SIGTERM, a cancelled
+	// context) before its input ended; the counts are of the part that ran.
+	Interrupted bool `json:"interrupted"`
+	Crashes     int  `json:"crashes"`
+	// UnfiredFaults are the --fail crashes the run never reached (the input
+	// ended first), so that a run asked to crash is not taken for a
+	// crash-free one that recovered well.
+	UnfiredFaults []string     `json:"unfired_faults"`
+	Recoveries    []Recovery   `json:"recoveries"`
+	Checkpoints   *Checkpoints `json:"checkpoints"`
+	LatencyMs     *Latency     `json:"latency_ms"`
 
 	// History is the run's progress events folded in: counts per kind and
 	// the newest few of each (per batch, per checkpoint, per finite job).
@@ -152,6 +159,9 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 	}
 	if s.Notes == nil {
 		s.Notes = []string{}
+	}
+	if s.UnfiredFaults == nil {
+		s.UnfiredFaults = []string{}
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
