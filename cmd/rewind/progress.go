@@ -131,7 +131,7 @@ func startProgress(w io.Writer, logs *logSwitch, env *run.Env) *runProgress {
 	if isTerminal(w) {
 		refresh = 200 * time.Millisecond
 	} else {
-		w = struct{ io.Writer }{w} // a 0×0 pty: drawn as into a file
+		w = struct{ io.Writer }{w} // a file, a pipe or a 0×0 pty: mpb must not redraw in place
 	}
 	rp.p = mpb.New(mpb.WithOutput(w), mpb.WithWidth(120), mpb.WithRefreshRate(refresh), mpb.WithAutoRefresh())
 	logs.hold()
