@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -124,7 +123,7 @@ func startProgress(w io.Writer, logs *logSwitch, env *run.Env) *runProgress {
 		total += sz.Records()
 	}
 	rp := &runProgress{faults: env.Faults, total: total, stop: make(chan struct{}), logs: logs, last: time.Now()}
-	env.Config.Progress = &rp.events
+	env.Config.Progress = rp.events.writer()
 	// Refreshed by the poller below, so the same code draws on a terminal
 	// and into a file; the width applies where the terminal's is unknown.
 	refresh := time.Second
@@ -254,40 +253,30 @@ func countText(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// eventCounter takes the executor's progress events (one JSON object per
-// line) and counts the ones the bar shows.
+// eventCounter counts the executor's progress events the bar shows.
 type eventCounter struct {
-	mu      sync.Mutex
-	partial []byte
-	c       eventCounts
+	mu sync.Mutex
+	c  eventCounts
 }
 
 type eventCounts struct{ points, crashes int }
 
-func (ec *eventCounter) Write(p []byte) (int, error) {
-	ec.mu.Lock()
-	defer ec.mu.Unlock()
-	ec.partial = append(ec.partial, p...)
-	for {
-		i := bytes.IndexByte(ec.partial, '\n')
-		if i < 0 {
-			break
-		}
+// writer returns the io.Writer the executor's events go to.
+func (ec *eventCounter) writer() io.Writer {
+	return run.NewEventWriter(func(event string, line []byte) {
 		var e struct {
-			Event  string `json:"event"`
 			Status string `json:"status"`
 		}
-		if json.Unmarshal(ec.partial[:i], &e) == nil {
-			switch {
-			case e.Event == "crash":
-				ec.c.crashes++
-			case e.Event == "checkpoint" && e.Status == "completed", e.Event == "batch", e.Event == "job_committed":
-				ec.c.points++
-			}
+		_ = json.Unmarshal(line, &e)
+		ec.mu.Lock()
+		defer ec.mu.Unlock()
+		switch {
+		case event == "crash":
+			ec.c.crashes++
+		case event == "checkpoint" && e.Status == "completed", event == "batch", event == "job_committed":
+			ec.c.points++
 		}
-		ec.partial = ec.partial[i+1:]
-	}
-	return len(p), nil
+	})
 }
 
 func (ec *eventCounter) snapshot() eventCounts {

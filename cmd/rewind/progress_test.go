@@ -39,6 +39,7 @@ func TestNoProgressBarUnlessATerminal(t *testing.T) {
 
 func TestEventCounterCountsRecoveryPointsAndCrashes(t *testing.T) {
 	var ec eventCounter
+	w := ec.writer()
 	lines := `{"event":"checkpoint","status":"completed","id":1}
 {"event":"checkpoint","status":"failed","id":2}
 {"event":"batch","batch_id":0}
@@ -48,8 +49,8 @@ func TestEventCounterCountsRecoveryPointsAndCrashes(t *testing.T) {
 {"event":"crash","cau`
 	// Written in two pieces that split a line: the tail of the first
 	// write completes in the second.
-	ec.Write([]byte(lines))
-	ec.Write([]byte("se\":\"y\"}\n"))
+	w.Write([]byte(lines))
+	w.Write([]byte("se\":\"y\"}\n"))
 	if got := ec.snapshot(); got.points != 3 || got.crashes != 2 {
 		t.Errorf("counted %+v, want 3 recovery points and 2 crashes", got)
 	}

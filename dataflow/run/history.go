@@ -25,45 +25,44 @@ type ProgressHistory struct {
 // user's --progress destination, if any, and keeps counts and the newest
 // events for the summary. Safe for concurrent use.
 type History struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards h; events calls record under its own lock
 	forward io.Writer
-	lines   lineBuffer
+	events  *EventWriter
 	h       ProgressHistory
 }
 
 // NewHistory returns a History forwarding to forward (nil: keep only).
 func NewHistory(forward io.Writer) *History {
-	return &History{forward: forward, h: ProgressHistory{Counts: map[string]int{}, Recent: map[string][]json.RawMessage{}}}
+	h := &History{forward: forward, h: ProgressHistory{Counts: map[string]int{}, Recent: map[string][]json.RawMessage{}}}
+	h.events = NewEventWriter(h.record)
+	return h
 }
 
 // Write records every complete line of p and forwards p. A forwarding
 // error is returned, but the events are kept regardless.
 func (h *History) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lines.feed(p, h.record)
+	_, _ = h.events.Write(p)
 	if h.forward != nil {
 		return h.forward.Write(p)
 	}
 	return len(p), nil
 }
 
-func (h *History) record(line []byte) {
-	var head struct {
-		Event string `json:"event"`
-	}
-	if json.Unmarshal(line, &head) != nil || head.Event == "" {
-		head.Event = "other"
-	}
+func (h *History) record(event string, line []byte) {
 	if !json.Valid(line) {
 		return
 	}
-	h.h.Counts[head.Event]++
-	recent := append(h.h.Recent[head.Event], json.RawMessage(bytes.Clone(line)))
+	if event == "" {
+		event = "other"
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.h.Counts[event]++
+	recent := append(h.h.Recent[event], json.RawMessage(bytes.Clone(line)))
 	if len(recent) > HistoryKeep {
 		recent = append(recent[:0:0], recent[len(recent)-HistoryKeep:]...)
 	}
-	h.h.Recent[head.Event] = recent
+	h.h.Recent[event] = recent
 }
 
 // Fold puts what was kept into s.History (left null when no event came).
@@ -83,23 +82,44 @@ func (h *History) Fold(s *Summary) {
 	s.History = &cp
 }
 
-// lineBuffer cuts a stream of writes into complete lines.
-type lineBuffer struct{ partial []byte }
+// EventWriter is an io.Writer of progress events, one JSON object per line,
+// that calls fn with every complete line (without its '\n') and the line's
+// "event" field ("" when the line has none, or is not a JSON object). The
+// line is only valid during the call. Safe for concurrent use: fn runs
+// under the writer's lock, one line at a time. History, Timeline and the
+// CLI's progress bar read the executors' events through it.
+type EventWriter struct {
+	mu      sync.Mutex
+	partial []byte
+	fn      func(event string, line []byte)
+}
 
-// feed appends p and calls fn with every complete line, without its '\n'.
-func (b *lineBuffer) feed(p []byte, fn func(line []byte)) {
-	b.partial = append(b.partial, p...)
+// NewEventWriter returns an EventWriter calling fn.
+func NewEventWriter(fn func(event string, line []byte)) *EventWriter {
+	return &EventWriter{fn: fn}
+}
+
+func (w *EventWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.partial = append(w.partial, p...)
 	for {
-		i := bytes.IndexByte(b.partial, '\n')
+		i := bytes.IndexByte(w.partial, '\n')
 		if i < 0 {
 			break
 		}
-		fn(b.partial[:i])
-		b.partial = b.partial[i+1:]
+		line := w.partial[:i]
+		var head struct {
+			Event string `json:"event"`
+		}
+		_ = json.Unmarshal(line, &head)
+		w.fn(head.Event, line)
+		w.partial = w.partial[i+1:]
 	}
-	if len(b.partial) == 0 {
-		b.partial = nil // do not pin a large buffer
+	if len(w.partial) == 0 {
+		w.partial = nil // do not pin a large buffer
 	}
+	return len(p), nil
 }
 
 // TimedEvent is one progress event and when it arrived.
@@ -113,29 +133,28 @@ type TimedEvent struct {
 // raw material of rewind trace. Use it as Config.Progress. Safe for
 // concurrent use.
 type Timeline struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards events; lines calls add under its own lock
 	start  time.Time
-	lines  lineBuffer
+	lines  *EventWriter
 	events []TimedEvent
 }
 
 // NewTimeline starts the clock.
-func NewTimeline() *Timeline { return &Timeline{start: time.Now()} }
+func NewTimeline() *Timeline {
+	t := &Timeline{start: time.Now()}
+	t.lines = NewEventWriter(t.add)
+	return t
+}
 
-func (t *Timeline) Write(p []byte) (int, error) {
+func (t *Timeline) Write(p []byte) (int, error) { return t.lines.Write(p) }
+
+func (t *Timeline) add(event string, line []byte) {
+	if !json.Valid(line) {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	at := time.Since(t.start)
-	t.lines.feed(p, func(line []byte) {
-		var head struct {
-			Event string `json:"event"`
-		}
-		if json.Unmarshal(line, &head) != nil {
-			return
-		}
-		t.events = append(t.events, TimedEvent{At: at, Event: head.Event, Raw: bytes.Clone(line)})
-	})
-	return len(p), nil
+	t.events = append(t.events, TimedEvent{At: time.Since(t.start), Event: event, Raw: bytes.Clone(line)})
 }
 
 // Events returns what arrived so far, in arrival order.
