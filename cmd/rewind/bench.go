@@ -67,10 +67,6 @@ func benchInputs(jobName string, seed int64) map[string]string {
 }
 
 func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
-	none, err := f.takeFailNone()
-	if err != nil {
-		return err
-	}
 	cfg, _, err := f.config(nil)
 	if err != nil {
 		return err
@@ -82,7 +78,7 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	faults := bench.Faults{None: none, Specs: cfg.Fails}
+	faults := bench.Faults{None: f.noFails, Specs: cfg.Fails}
 	for _, s := range faults.Specs {
 		if !s.IsWorkerKill() {
 			return usagef("invalid --fail %s: bench gives every executor the same crash, and named points differ between executors; use worker=W,after-records=N[,after-point=NAME]", s)

@@ -68,6 +68,9 @@ type runFlags struct {
 	detectDelay, jobInterval     time.Duration
 	lostPieceRecovery            string
 	resume                       string
+	// noFails: --fail none, no crash (bench and trace have a default one;
+	// for run it is the default).
+	noFails bool
 	// killsProcess: --fail may take kill=process, because this command is
 	// one a dead process can be resumed from (rewind run).
 	killsProcess bool
@@ -221,7 +224,12 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if len(cfg.Inputs) == 0 {
 		cfg.Inputs = run.DefaultInputs(cfg.Job, cfg.Seed)
 	}
+	f.noFails = false
 	for _, text := range f.fails {
+		if text == "none" {
+			f.noFails = true
+			continue
+		}
 		s, err := fault.Parse(text)
 		if err != nil {
 			return cfg, nil, usageError{err}
@@ -233,6 +241,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 			return cfg, nil, usagef("invalid --fail %s: kill=process is not supported on %s", text, runtime.GOOS)
 		}
 		cfg.Fails = append(cfg.Fails, s)
+	}
+	if f.noFails && len(cfg.Fails) > 0 {
+		return cfg, nil, usagef("invalid --fail: none cannot be combined with other crashes")
 	}
 	if exec == nil { // rewind bench validates its fault schedule per contestant
 		return cfg, j, nil
@@ -268,10 +279,6 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "rewind: %s: %s\n", strings.Join(fault.RunPoints, ", "), fault.ProcessOnly)
 		return nil
-	}
-	// "none" is the default here; accepted as bench and trace accept it.
-	if _, err := f.takeFailNone(); err != nil {
-		return err
 	}
 	cfg, _, err := f.config(exec)
 	if err != nil {
@@ -402,24 +409,6 @@ func (interruptedError) Error() string {
 	return "interrupted before the run finished (the summary above covers the part that ran)"
 }
 func (interruptedError) Unwrap() error { return context.Canceled }
-
-// takeFailNone removes "--fail none" (bench and trace: no crash instead of
-// their default one) from the flags before they are parsed as crashes.
-func (f *runFlags) takeFailNone() (none bool, err error) {
-	var fails []string
-	for _, v := range f.fails {
-		if v == "none" {
-			none = true
-		} else {
-			fails = append(fails, v)
-		}
-	}
-	if none && len(fails) > 0 {
-		return false, usagef("invalid --fail: none cannot be combined with other crashes")
-	}
-	f.fails = fails
-	return none, nil
-}
 
 // resumeArg takes the run id of "--resume RUN_ID": --resume may go without
 // a value, so the flag parser leaves a value after a space as an argument.

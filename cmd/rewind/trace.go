@@ -86,10 +86,6 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if !ok || f.executor == "reference" {
 		return usagef("invalid --executor %q: allowed are diskphase, microbatch, recordwise", f.executor)
 	}
-	none, err := f.takeFailNone()
-	if err != nil {
-		return err
-	}
 	fl := cmd.Flags()
 	// Small steps, so a short run shows several of them.
 	for name, set := range map[string]func(){
@@ -136,7 +132,7 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !none && len(cfg.Fails) == 0 {
+	if !f.noFails && len(cfg.Fails) == 0 {
 		cfg.Fails = []fault.Spec{{Worker: min(1, exec.Workers(cfg)-1), AfterRecords: max(ref.RecordsIn/2, 1),
 			AfterPoint: traceCrashAfter[exec.Name()]}}
 		if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
