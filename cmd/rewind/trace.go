@@ -32,9 +32,9 @@ func newTraceCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `trace runs a small paced input through one executor, kills a worker half-way
 (for recordwise and diskphase not before the first recovery point is
 durable; --fail chooses another crash or none) and prints a timeline built
-from the executor's progress events: for recordwise, every checkpoint with, per task, when its marker
-arrived, how long alignment, the synchronous copy and the asynchronous write
-took, and the in-flight records persisted; for microbatch, every batch with
+from the executor's progress events: for recordwise, every checkpoint with,
+per task, when its marker arrived, how long alignment, the synchronous
+copy and the asynchronous write took, and the in-flight records persisted; for microbatch, every batch with
 its logged offsets and step durations; for diskphase, every finite job with
 its units run and re-run. Then the crash, the recovery point restored and the
 records read again, and whether the result equals the reference executor's.`,
@@ -70,8 +70,9 @@ func traceInputs(jobName string, seed int64) map[string]string {
 
 // traceCrashAfter names, per executor, the point that makes its first
 // recovery point durable. The default crash waits for it as well as for
-// half the input, so the story always shows a recovery from a recovery
-// point, however slowly the machine runs the first one. Not microbatch: it
+// half the input, so the story shows a recovery from a recovery point
+// however slowly the machine runs the first one (should the input end
+// before, trace says so and fails). Not microbatch: it
 // reads ahead of its batches, so under load the whole input can be read
 // before batch 0 commits, and a kill that waits for the commit would never
 // fire; a crash before the first commit still restores from the offsets
@@ -190,10 +191,10 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return fmt.Errorf("the result differs from the reference executor's:\n%s", d)
 	}
 	fmt.Fprintf(w, "result: equals the reference executor's (%d rows)\n", len(want.Rows))
-	if pending := env.Faults.Pending(); len(pending) > 0 {
+	if len(s.UnfiredFaults) > 0 {
 		// A trace asked to show a crash that shows none has not done its
 		// job, whatever its result.
-		return fmt.Errorf("the crash %s did not fire before the input ended (the first recovery point came later), so the trace shows no recovery: give a slower --input (a lower rate=) or another --fail", pending[0])
+		return fmt.Errorf("the crash %s did not fire before the input ended (the first recovery point came later), so the trace shows no recovery: give a slower --input (a lower rate=) or another --fail", s.UnfiredFaults[0])
 	}
 	return nil
 }
