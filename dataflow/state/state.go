@@ -379,6 +379,7 @@ type messages struct {
 	data   []byte
 	parent *memory.Buffer
 	off    int
+	n      int // messages read
 	msg    *ipc.Message
 }
 
@@ -409,13 +410,21 @@ func (r *messages) Message() (*ipc.Message, error) {
 	if metaLen < 0 || metaLen > int64(len(rest)-8) {
 		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes, %d left", metaLen, len(rest)-8)
 	}
-	meta := r.view(r.off+8, int(metaLen))
-	defer meta.Release()
-	// The body length is in the metadata; a message without body reads it.
-	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	// The body length is in the metadata; a message without body reads
+	// it. The probe gets a view that is not reference counted: the
+	// flatbuffer parser panics on damaged metadata (decodeAll recovers),
+	// and a panic inside NewMessage would leave a counted view retained.
+	metaAt := r.off + 8
+	if err := checkMeta(r.data[metaAt : metaAt+int(metaLen)]); err != nil {
+		return nil, fmt.Errorf("arrow/ipc: message %d: %w", r.n, err)
+	}
+	r.n++
+	probe := ipc.NewMessage(memory.NewBufferBytes(r.data[metaAt:metaAt+int(metaLen)]), memory.NewBufferBytes(nil))
 	bodyLen := probe.BodyLen()
 	probe.Release()
-	bodyOff := r.off + 8 + int(metaLen)
+	meta := r.view(metaAt, int(metaLen))
+	defer meta.Release()
+	bodyOff := metaAt + int(metaLen)
 	if bodyLen < 0 || bodyLen > int64(len(r.data)-bodyOff) {
 		return nil, fmt.Errorf("arrow/ipc: message body of %d bytes, %d left", bodyLen, len(r.data)-bodyOff)
 	}
