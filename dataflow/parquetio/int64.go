@@ -11,6 +11,22 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
+// OpenFile is parquet.OpenFile, with a panic of parquet-go on damaged
+// metadata (it indexes slices with lengths it read) returned as an error.
+func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet.File, err error) {
+	defer Recover(&err)
+	return parquet.OpenFile(r, size, opts...)
+}
+
+// Recover, deferred directly, turns a panic of parquet-go while reading a
+// damaged file into *err. parquet-go trusts offsets and lengths in the
+// file; a reader of durable or user files must fail, not crash.
+func Recover(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("damaged Parquet data: %v", r)
+	}
+}
+
 // Int64Chunk reads a column chunk of exactly len(out) int64 values into
 // out. Pages that offer parquet.Int64Reader (PLAIN pages) are read straight
 // into out; others (dictionary pages of other writers' files) go through
@@ -18,6 +34,18 @@ import (
 // reading many chunks allocates it once. A null value, or a count other
 // than len(out), is an error.
 func Int64Chunk(cc parquet.ColumnChunk, out []int64, scratch []parquet.Value) ([]parquet.Value, error) {
+	_, scratch, err := Int64ChunkGrow(cc, int64(len(out)), func(int) []int64 { return out }, scratch)
+	return scratch, err
+}
+
+// Int64ChunkGrow reads a column chunk of exactly n int64 values without
+// sizing memory by n, which is the file's claim: a damaged row count must
+// not make the reader allocate terabytes. Before each page it calls
+// grow(k), which returns a slice of at least k values holding the values
+// read so far, where k counts the values the pages read actually hold. It
+// returns the last slice grow returned, cut to n.
+func Int64ChunkGrow(cc parquet.ColumnChunk, n int64, grow func(k int) []int64, scratch []parquet.Value) (out []int64, _ []parquet.Value, err error) {
+	defer Recover(&err)
 	pages := cc.Pages()
 	defer pages.Close()
 	got := 0
@@ -27,28 +55,32 @@ func Int64Chunk(cc parquet.ColumnChunk, out []int64, scratch []parquet.Value) ([
 			break
 		}
 		if err != nil {
-			return scratch, err
+			return out, scratch, err
 		}
 		if p.NumNulls() > 0 {
 			parquet.Release(p)
-			return scratch, fmt.Errorf("%d null values in a required int64 column", p.NumNulls())
+			return out, scratch, fmt.Errorf("%d null values in a required int64 column", p.NumNulls())
 		}
 		k := int(p.NumValues())
-		if got+k > len(out) {
+		if int64(got+k) > n || k < 0 {
 			parquet.Release(p)
-			return scratch, fmt.Errorf("more values than the row group's %d rows", len(out))
+			return out, scratch, fmt.Errorf("more values than the row group's %d rows", n)
+		}
+		if out = grow(got + k); len(out) < got+k {
+			parquet.Release(p)
+			return out, scratch, fmt.Errorf("more values than the row group's %d rows", len(out))
 		}
 		scratch, err = int64Page(p, out[got:got+k], scratch)
 		parquet.Release(p)
 		if err != nil {
-			return scratch, err
+			return out, scratch, err
 		}
 		got += k
 	}
-	if got != len(out) {
-		return scratch, fmt.Errorf("%d values for %d rows", got, len(out))
+	if int64(got) != n {
+		return out, scratch, fmt.Errorf("%d values for %d rows", got, n)
 	}
-	return scratch, nil
+	return out[:got], scratch, nil
 }
 
 // int64Page reads exactly len(out) int64 values of page p.

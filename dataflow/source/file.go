@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/rewind-engine/rewind/dataflow/parquetio"
 )
 
 // csvHeader is the only header a CSV input may have: requiring it exactly
@@ -356,7 +358,7 @@ func openParquet(path string, f *os.File) (*parquet.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file: %w", err)
 	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true))
+	pf, err := parquetio.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("file: %s: not a readable Parquet file: %w", path, err)
 	}

@@ -341,25 +341,48 @@ func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operat
 	if len(h.KeyGroups) == 0 {
 		return h.OpID, nil, nil
 	}
+	if parent != nil {
+		// A dry run over views that are not reference counted first: a
+		// panic inside arrow-go (recovered in readBatches) can leave views
+		// of parent retained that nothing would release, and the
+		// allocator's memory would never come back. Reading the batches
+		// parses metadata and slices buffers, it does not copy data, so
+		// the second pass costs little next to the copy and checksum.
+		dry, err := readBatches(h, body, nil)
+		if err != nil {
+			return "", nil, err
+		}
+		operator.ReleaseStates(dry)
+	}
+	parts, err = readBatches(h, body, parent)
+	if err != nil {
+		return "", nil, err
+	}
+	return h.OpID, parts, nil
+}
+
+// readBatches reads the IPC section body of a blob with header h into one
+// part per key group, with buffers viewing body (through parent when set).
+func readBatches(h Header, body []byte, parent *memory.Buffer) (parts []operator.KeyGroupState, err error) {
 	defer func() {
 		// The checksum matched, so this is a writer bug or a checksum
 		// collision; either way report it rather than crash the worker.
 		if r := recover(); r != nil {
 			operator.ReleaseStates(parts)
-			opID, parts, err = "", nil, fmt.Errorf("%w: decoding state of %s: %v", ErrCorrupt, h.OpID, r)
+			parts, err = nil, fmt.Errorf("%w: decoding state of %s: %v", ErrCorrupt, h.OpID, r)
 		}
 	}()
 	msgs := &messages{data: body, parent: parent}
 	rd, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: state of %s: %v", ErrCorrupt, h.OpID, err)
+		return nil, fmt.Errorf("%w: state of %s: %v", ErrCorrupt, h.OpID, err)
 	}
 	defer rd.Release()
 	parts = make([]operator.KeyGroupState, 0, len(h.KeyGroups))
 	for rd.Next() {
 		if len(parts) == len(h.KeyGroups) {
 			operator.ReleaseStates(parts)
-			return "", nil, fmt.Errorf("%w: state of %s holds more batches than its %d key groups", ErrCorrupt, h.OpID, len(h.KeyGroups))
+			return nil, fmt.Errorf("%w: state of %s holds more batches than its %d key groups", ErrCorrupt, h.OpID, len(h.KeyGroups))
 		}
 		b := rd.RecordBatch()
 		b.Retain()
@@ -367,9 +390,9 @@ func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operat
 	}
 	if err := rd.Err(); err != nil || len(parts) != len(h.KeyGroups) {
 		operator.ReleaseStates(parts)
-		return "", nil, fmt.Errorf("%w: state of %s: %d of %d batches read: %v", ErrCorrupt, h.OpID, len(parts), len(h.KeyGroups), err)
+		return nil, fmt.Errorf("%w: state of %s: %d of %d batches read: %v", ErrCorrupt, h.OpID, len(parts), len(h.KeyGroups), err)
 	}
-	return h.OpID, parts, nil
+	return parts, nil
 }
 
 // messages reads IPC stream messages out of a byte slice without copying:
