@@ -194,3 +194,55 @@ func (fb flatbuf) vector(pos, slot, size int) (vec, error) {
 	}
 	return vec{at: v + 4, n: n}, nil
 }
+
+// CheckIPC vets a whole Arrow IPC stream held in data before arrow-go
+// reads it: every message framed within data, its metadata accepted by
+// checkMeta, its body inside data, and an end-of-stream marker last. It is
+// for streams of flat integer batches read from durable storage (the
+// state blob's IPC section, recordwise's channel state): arrow-go's own
+// reader would allocate whatever lengths the bytes claim.
+func CheckIPC(data []byte) error {
+	off := 0
+	for n := 0; ; n++ {
+		rest := data[off:]
+		if len(rest) < 8 || binary.LittleEndian.Uint32(rest) != ipcContinuation {
+			return fmt.Errorf("IPC message %d: missing message header", n)
+		}
+		metaLen := int64(int32(binary.LittleEndian.Uint32(rest[4:])))
+		if metaLen == 0 {
+			if len(rest) != 8 {
+				return fmt.Errorf("IPC stream: %d bytes after the end-of-stream marker", len(rest)-8)
+			}
+			return nil
+		}
+		if metaLen < 0 || metaLen > int64(len(rest)-8) {
+			return fmt.Errorf("IPC message %d: metadata of %d bytes, %d left", n, metaLen, len(rest)-8)
+		}
+		meta := rest[8 : 8+metaLen]
+		if err := checkMeta(meta); err != nil {
+			return fmt.Errorf("IPC message %d: %w", n, err)
+		}
+		bodyLen, err := bodyLength(meta)
+		if err != nil || bodyLen < 0 || bodyLen > int64(len(rest))-8-metaLen {
+			return errors.Join(fmt.Errorf("IPC message %d: body of %d bytes, %d left", n, bodyLen, int64(len(rest))-8-metaLen), err)
+		}
+		off += int(8 + metaLen + bodyLen)
+	}
+}
+
+// bodyLength reads Message.bodyLength (an int64, slot 3).
+func bodyLength(meta []byte) (int64, error) {
+	fb := flatbuf(meta)
+	root, err := fb.root()
+	if err != nil {
+		return 0, err
+	}
+	f, err := fb.field(root, 3)
+	if err != nil || f == 0 {
+		return 0, err
+	}
+	if f+8 > len(fb) {
+		return 0, errFlatbuf
+	}
+	return int64(binary.LittleEndian.Uint64(fb[f:])), nil
+}
