@@ -372,7 +372,7 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 	perm := make([]int, len(fields))
 	for j, fd := range fields {
 		idx := schema.FieldIndices(fd.Name())
-		if len(idx) != 1 || !fd.Leaf() || fd.Repeated() || fd.Type().Kind() != parquet.Int64 {
+		if len(idx) != 1 || !fd.Leaf() || fd.Repeated() || !parquetio.IsInt64(fd.Type()) {
 			return 0, fmt.Errorf("%w: column %q does not match %v", errBadTable, fd.Name(), schema)
 		}
 		perm[j] = idx[0]

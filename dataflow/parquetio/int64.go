@@ -130,3 +130,21 @@ func int64Page(p parquet.Page, out []int64, scratch []parquet.Value) ([]parquet.
 	}
 	return scratch, nil
 }
+
+// Kind is t's physical kind; ok is false for types that have none.
+// parquet-go's logical types for groups (LIST, MAP) panic when asked for
+// their kind, and a damaged or foreign file can attach them to a leaf.
+func Kind(t parquet.Type) (k parquet.Kind, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return t.Kind(), true
+}
+
+// IsInt64 reports whether t is stored as INT64.
+func IsInt64(t parquet.Type) bool {
+	k, ok := Kind(t)
+	return ok && k == parquet.Int64
+}

@@ -133,7 +133,7 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 			return rows, fmt.Errorf("%s: column %q is a group, want int64", path, fd.Name())
 		case fd.Repeated():
 			return rows, fmt.Errorf("%s: column %q is repeated, want a plain int64", path, fd.Name())
-		case fd.Type().Kind() != parquet.Int64:
+		case !parquetio.IsInt64(fd.Type()):
 			return rows, fmt.Errorf("%s: column %q is %s, want int64", path, fd.Name(), fd.Type())
 		}
 	}

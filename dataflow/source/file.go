@@ -380,9 +380,10 @@ func parquetColumns(path string, s *parquet.Schema) ([4]int, error) {
 			return idx, fmt.Errorf("file: %s: Parquet schema has no column %q (want int64 columns %s; file has %s)",
 				path, f.Name, csvHeader, strings.Join(have, ","))
 		}
-		if typ := leaf.Node.Type(); typ.Kind() != parquet.Int64 {
+		if typ := leaf.Node.Type(); !parquetio.IsInt64(typ) {
 			desc := typ.String()
-			if phys := typ.Kind().String(); phys != desc {
+			if k, ok := parquetio.Kind(typ); ok && k.String() != desc {
+				phys := k.String()
 				desc += " (physical " + phys + ")"
 			}
 			return idx, fmt.Errorf("file: %s: Parquet column %q has type %s, want int64", path, f.Name, desc)
