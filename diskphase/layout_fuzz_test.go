@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"testing"
 
@@ -144,7 +145,11 @@ func FuzzDecodeTable(f *testing.F) {
 		checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer checked.AssertSize(t, 0)
 		alloc := boundedAlloc{Allocator: checked, t: t, limit: 8*len(data) + 4096}
+		before := heapAllocated()
 		cols, n, err := decodeColumns(data, schema, alloc)
+		if a := heapAllocated() - before; a > 64<<20+1024*uint64(len(data)) {
+			t.Fatalf("decoding a %d-byte table allocated %d bytes", len(data), a)
+		}
 		if err != nil {
 			if !errors.Is(err, errBadTable) {
 				t.Fatalf("error %v does not wrap errBadTable", err)
@@ -183,4 +188,12 @@ func decodeColumns(data []byte, schema *arrow.Schema, alloc memory.Allocator) ([
 		return nil
 	})
 	return cols, n, err
+}
+
+// heapAllocated is the bytes the Go heap has handed out so far: parquet-go
+// allocates with make, beyond what an arrow allocator can bound.
+func heapAllocated() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
 }

@@ -230,6 +230,22 @@ func readChannelBatches(body []byte, alloc memory.Allocator) (batches []arrow.Re
 	if err := state.CheckIPC(body); err != nil {
 		return nil, fmt.Errorf("%w: %v", errChanCorrupt, err)
 	}
+	// A dry run from Go's allocator first: after a panic inside arrow-go
+	// (recovered below) buffers it allocated can stay retained, and
+	// alloc's memory would never come back. Channel state is small and
+	// read only by a restore, so reading it twice costs little.
+	dry, err := readIPC(body, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range dry {
+		b.Release()
+	}
+	return readIPC(body, alloc)
+}
+
+// readIPC reads the record batches of a vetted IPC stream from alloc.
+func readIPC(body []byte, alloc memory.Allocator) (batches []arrow.RecordBatch, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			for _, b := range batches {

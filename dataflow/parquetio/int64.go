@@ -4,6 +4,7 @@
 package parquetio
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +13,22 @@ import (
 )
 
 // OpenFile is parquet.OpenFile, with a panic of parquet-go on damaged
-// metadata (it indexes slices with lengths it read) returned as an error.
+// metadata (it indexes slices with lengths it read) returned as an error,
+// and the footer length checked first: parquet-go allocates whatever the
+// last 8 bytes claim (up to 4 GiB, "PAR1PAR1" asks for 827 MB) before
+// reading it.
 func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet.File, err error) {
 	defer Recover(&err)
+	var tail [8]byte
+	if size < 12 {
+		return nil, fmt.Errorf("not a Parquet file: %d bytes", size)
+	}
+	if _, err := r.ReadAt(tail[:], size-8); err != nil {
+		return nil, fmt.Errorf("reading the Parquet footer: %w", err)
+	}
+	if footer := int64(binary.LittleEndian.Uint32(tail[:4])); footer > size-12 {
+		return nil, fmt.Errorf("not a Parquet file: footer of %d bytes in a %d-byte file", footer, size)
+	}
 	return parquet.OpenFile(r, size, opts...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -86,7 +87,11 @@ func FuzzReadDataFile(f *testing.F) {
 		if isParquet {
 			format, path = Parquet, filepath.Join(dir, "f.parquet")
 		}
+		before := heapAllocated()
 		rows, err := readFile(t, format, path, data, sh)
+		if a := heapAllocated() - before; a > 64<<20+1024*uint64(len(data)) {
+			t.Fatalf("reading a %d-byte file allocated %d bytes", len(data), a)
+		}
 		if err != nil {
 			return
 		}
@@ -121,4 +126,12 @@ func readFile(t *testing.T, format Format, path string, data []byte, sh *shape) 
 		return readParquet(path, sh, nil)
 	}
 	return readCSV(path, sh, nil)
+}
+
+// heapAllocated is the bytes the Go heap has handed out so far: parquet-go
+// allocates with make, so the fuzz body bounds it from outside.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

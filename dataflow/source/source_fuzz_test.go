@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,7 +116,11 @@ func FuzzFileSource(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		before := heapAllocated()
 		src, err := Open("file:"+path, Options{})
+		if a := heapAllocated() - before; a > 64<<20+1024*uint64(len(data)) {
+			t.Fatalf("opening a %d-byte file allocated %d bytes", len(data), a)
+		}
 		if err != nil {
 			if msg := err.Error(); strings.Contains(msg, "\n") {
 				t.Fatalf("error is not one line: %q", msg)
@@ -178,4 +183,12 @@ func readFrom(t *testing.T, src Source, pos Position, mem memory.Allocator) ([][
 		after = append(after, p)
 	}
 	return rows, after, errors.New("more than 1000 batches")
+}
+
+// heapAllocated is the bytes the Go heap has handed out so far: parquet-go
+// allocates with make, so the fuzz body bounds it from outside.
+func heapAllocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
