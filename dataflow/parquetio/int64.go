@@ -52,6 +52,10 @@ func Int64Chunk(cc parquet.ColumnChunk, out []int64, scratch []parquet.Value) ([
 	return scratch, err
 }
 
+// maxEmptyPages bounds the pages without values Int64ChunkGrow reads in
+// one column chunk.
+const maxEmptyPages = 1024
+
 // Int64ChunkGrow reads a column chunk of exactly n int64 values without
 // sizing memory by n, which is the file's claim: a damaged row count must
 // not make the reader allocate terabytes. Before each page it calls
@@ -62,7 +66,7 @@ func Int64ChunkGrow(cc parquet.ColumnChunk, n int64, grow func(k int) []int64, s
 	defer Recover(&err)
 	pages := cc.Pages()
 	defer pages.Close()
-	got := 0
+	got, empty := 0, 0
 	for {
 		p, err := pages.ReadPage()
 		if errors.Is(err, io.EOF) {
@@ -70,6 +74,14 @@ func Int64ChunkGrow(cc parquet.ColumnChunk, n int64, grow func(k int) []int64, s
 		}
 		if err != nil {
 			return out, scratch, err
+		}
+		if p.NumValues() == 0 {
+			// A damaged page header can hand back the same empty page
+			// forever; no writer needs this many in one chunk.
+			if empty++; empty > maxEmptyPages {
+				parquet.Release(p)
+				return out, scratch, fmt.Errorf("more than %d empty pages in a column chunk", maxEmptyPages)
+			}
 		}
 		if p.NumNulls() > 0 {
 			parquet.Release(p)
