@@ -173,8 +173,11 @@ func (c *coordinator) restorePoint(ctx context.Context, l Listing, rp RestartPla
 		prev = n
 	}
 	if pt.batch < rp.LastCommitted {
-		msg := fmt.Sprintf("batch %d could not be restored (%s); resumed from batch %d, and batches %d..%d ran again from their logged offsets",
-			rp.LastCommitted, errs[0], pt.batch, pt.batch+1, rp.LastCommitted)
+		again := fmt.Sprintf("batch %d ran again from its logged offsets", rp.LastCommitted)
+		if pt.batch+1 < rp.LastCommitted {
+			again = fmt.Sprintf("batches %d..%d ran again from their logged offsets", pt.batch+1, rp.LastCommitted)
+		}
+		msg := fmt.Sprintf("batch %d could not be restored (%s); resumed from batch %d, and %s", rp.LastCommitted, errs[0], pt.batch, again)
 		c.met.note(msg)
 		if c.env.Log != nil {
 			c.env.Log.Warn("microbatch: fell back past an unreadable committed batch", "batch", rp.LastCommitted,
@@ -245,7 +248,8 @@ func (c *coordinator) checkRepublish(from int64, chain []*offsetsEntry) error {
 }
 
 // replayed returns a copy of the logged entry of batch n when n is a batch
-// to run again after a fallback, nil otherwise.
+// to run again after a fallback, nil otherwise. Planning returns it instead
+// of a new plan.
 func (c *coordinator) replayed(n int64) *offsetsEntry {
 	e, ok := c.replay[n]
 	if !ok {
@@ -253,5 +257,8 @@ func (c *coordinator) replayed(n int64) *offsetsEntry {
 	}
 	cp := *e
 	cp.Ranges = slices.Clone(e.Ranges)
+	// The entry is logged again as it was, except that it records the
+	// most subtasks the epoch may be published at from now on.
+	cp.Parallelism = max(cp.Parallelism, c.par)
 	return &cp
 }
