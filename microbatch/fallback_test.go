@@ -196,12 +196,12 @@ var fallbackDamages = map[string]damage{
 		if len(older) == 0 {
 			t.Fatalf("manifest %d takes no key group from an older delta; the test cannot damage the middle of the chain", v)
 		}
+		// The oldest such delta, so the restart falls back several
+		// batches.
 		slices.Sort(older)
-		obj := older[len(older)-1]
+		obj := older[0]
 		ov, _ := parseID(obj[len(dirState):])
-		if ov >= v-1 {
-			t.Logf("the newest older delta the manifest needs is of version %d (newest %d)", ov, v)
-		}
+		t.Logf("damaging %s, a delta the manifest of version %d still needs", obj, v)
 		return obj, ov - 1
 	},
 }
@@ -371,6 +371,54 @@ func TestFallbackRefusesFewerSubtasksForPublishedEpochs(t *testing.T) {
 			}
 			if !errors.As(o.err, new(run.RefusedError)) || !strings.Contains(o.err.Error(), fmt.Sprintf("resume at parallelism %d", c.from)) {
 				t.Fatalf("resumed past %s at parallelism %d: %v, want a refusal asking for parallelism %d", name, c.to, o.err, c.from)
+			}
+		})
+	}
+}
+
+// TestFallbackSurvivesCrashesWhileReRunning: the restart falls back past a
+// damaged delta in the middle of the chain, and crashes while it runs the
+// later batches again. Inside the process, twice: each new coordinator
+// falls back again from what is durable by then. Or for good, after the
+// commit of the first batch run again: a third process resumes. The result
+// is exact, and re-deliveries hold the rows of the first delivery.
+func TestFallbackSurvivesCrashesWhileReRunning(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		mode      sink.Mode
+		fails     []fault.Spec
+		noRestart bool
+	}{
+		{"in-process/idempotent", sink.Idempotent, []fault.Spec{{Worker: -1, Point: PointAfterState, Occurrence: 1}, {Worker: -1, Point: PointAfterCommit, Occurrence: 2}}, false},
+		{"in-process/transactional", sink.Transactional, []fault.Spec{{Worker: -1, Point: PointAfterSink, Occurrence: 1}, {Worker: -1, Point: PointAfterCommit, Occurrence: 2}}, false},
+		{"process/transactional", sink.Transactional, []fault.Spec{{Worker: -1, Point: PointAfterCommit, Occurrence: 1}}, true},
+		{"process/append", sink.Append, []fault.Spec{{Worker: -1, Point: PointAfterCommit, Occurrence: 1}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ledger := newBatchLedger()
+			r := fbRun{job: "keyed-count", mode: c.mode}
+			second, name, _ := r.crashThenDamage(t, fallbackDamages["state-middle"], ledger)
+			second.fails = c.fails
+			second.opts.hooks.noRestart = c.noRestart
+			o := second.execute(t)
+			if c.noRestart {
+				if o.err == nil {
+					t.Fatalf("second process finished; want the crash in its first re-run batch to end it")
+				}
+				third := *second
+				third.fails = nil
+				third.opts.hooks.noRestart = false
+				o = third.execute(t)
+			} else if o.err == nil && len(o.summary.UnfiredFaults) > 0 {
+				t.Fatalf("crashes %v never fired", o.summary.UnfiredFaults)
+			}
+			o.check(t, "resumed past "+name+" with crashes while re-running")
+			checkLedger(t, ledger, true)
+			// A third process finds the damaged object written again by
+			// the re-run, and needs no fallback.
+			if note := fallbackNote(o.summary); !c.noRestart && !strings.Contains(note, name) {
+				t.Fatalf("summary notes %q: want one naming %s", o.summary.Notes, name)
 			}
 		})
 	}
