@@ -127,8 +127,7 @@ func (c *coordinator) restorePoint(ctx context.Context, l Listing, rp RestartPla
 		if len(errs) == 1 {
 			more = fmt.Sprintf(" (retention keeps %d batches, so there was no older one to fall back to)", c.opts.retained)
 		}
-		return nil, nil, fmt.Errorf("%s%s: no committed batch can be restored%s: %s; the run cannot be resumed",
-			c.store.URL(), c.prefix, more, strings.Join(errs, "; "))
+		return nil, nil, fmt.Errorf("no committed batch can be restored%s: %s; the run cannot be resumed", more, strings.Join(errs, "; "))
 	}
 	// The batches after the point that ran before: every committed one,
 	// then the logged uncommitted one. A batch logged ahead of an
@@ -151,7 +150,7 @@ func (c *coordinator) restorePoint(ctx context.Context, l Listing, rp RestartPla
 		if err != nil {
 			why := ""
 			if pt.batch < rp.LastCommitted {
-				why = fmt.Sprintf(" after falling back to batch %d (%s)", pt.batch, errs[0])
+				why = fmt.Sprintf(" (batch %d could not be restored, so the restart fell back to batch %d)", rp.LastCommitted, pt.batch)
 			}
 			switch {
 			case stopsFallback(ctx, err):
@@ -194,8 +193,7 @@ func (c *coordinator) restorePoint(ctx context.Context, l Listing, rp RestartPla
 // unrunnable is the refusal of a restart that needs batch n to run again
 // from offsets it cannot read.
 func (c *coordinator) unrunnable(n int64, why string, err error) error {
-	return fmt.Errorf("%s%s: batch %d must run again from its logged offsets%s, and they cannot be read: %w; the run cannot be resumed",
-		c.store.URL(), c.prefix, n, why, err)
+	return fmt.Errorf("batch %d must run again from its logged offsets%s, and they cannot be read: %w; the run cannot be resumed", n, why, err)
 }
 
 // unreadableRerun decides about the logged, uncommitted batch n whose

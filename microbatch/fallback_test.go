@@ -327,6 +327,7 @@ func TestFallbackRefusals(t *testing.T) {
 			if strings.Contains(msg, "\n") || !strings.Contains(msg, name) || !strings.Contains(msg, "cannot be resumed") {
 				t.Fatalf("refusal %q: want one line naming %s and saying the run cannot be resumed", msg, name)
 			}
+			t.Logf("refused: %s", msg)
 			if errors.As(o.err, new(run.RefusedError)) {
 				t.Fatalf("refusal %q is a usage error; damage is a runtime error", msg)
 			}
