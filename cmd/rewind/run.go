@@ -445,6 +445,8 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord,
 	switch {
 	case errors.Is(err, run.ErrNoRunRecord):
 		return rec, usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
+	case errors.Is(err, run.ErrRunRecordDamaged):
+		return rec, err // damage, not a flag to change: exit 1
 	case err != nil:
 		return rec, usageError{fmt.Errorf("invalid --resume: %w", err)}
 	}
