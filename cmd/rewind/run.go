@@ -231,6 +231,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if err := storage.CheckURL(f.storage); err != nil {
 		return cfg, nil, usageError{fmt.Errorf("invalid --storage: %w", err)}
 	}
+	if err := checkS3Endpoint(f.storage, f.s3); err != nil {
+		return cfg, nil, err
+	}
 	if f.output == "" {
 		return cfg, nil, usagef("invalid --output: must name a directory")
 	}
@@ -525,6 +528,27 @@ func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, r
 	}
 	if len(objs) == 0 {
 		fmt.Fprintf(stderr, "rewind: warning: %s holds nothing of run %s, so it starts again from the beginning (fine if the process died before its first write; if storage was lost since, rows already published in %s may become visible twice)\n", env.Store.URL(), rec.RunID, env.Config.Output)
+	}
+	return nil
+}
+
+// checkS3Endpoint refuses, as a usage error before anything runs, an S3
+// storage location without an endpoint or with a malformed one (flag, or
+// else $REWIND_S3_ENDPOINT); opening the store would report it only as a
+// failed run.
+func checkS3Endpoint(storageURL, flag string) error {
+	if !strings.HasPrefix(strings.ToLower(storageURL), "s3://") {
+		return nil
+	}
+	ep, from := flag, "--s3-endpoint"
+	if ep == "" {
+		ep, from = os.Getenv(storage.EnvS3Endpoint), "$"+storage.EnvS3Endpoint
+	}
+	if ep == "" {
+		return usagef("invalid --storage %s: no S3 endpoint: give --s3-endpoint or set $%s, e.g. http://127.0.0.1:9000", storageURL, storage.EnvS3Endpoint)
+	}
+	if _, err := storage.ParseEndpoint(ep); err != nil {
+		return usagef("invalid %s: %v", from, err)
 	}
 	return nil
 }
