@@ -653,6 +653,12 @@ func TestInterruptedRunExits130WithItsSummary(t *testing.T) {
 	if err != nil || rec.Finished != nil {
 		t.Fatalf("the run record after an interrupt: %+v, %v; want an unfinished record", rec, err)
 	}
+	if text, err := os.ReadFile(filepath.Join(out, run.IncompleteName)); err != nil || !strings.Contains(string(text), "interrupted") {
+		t.Errorf("after an interrupt the marker reads %q (%v); want it to say the run was interrupted", text, err)
+	}
+	if !strings.Contains(stdout.String(), "the output is marked incomplete") {
+		t.Errorf("the summary does not note the marker:\n%s", stdout.String())
+	}
 }
 
 // cancelOn is a stderr that calls cancel once mark has been written to it.

@@ -388,6 +388,14 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
 	}
+	// Marked before the first output row and cleared only once the output
+	// is complete, so an output whose run failed, was interrupted or died
+	// never looks whole.
+	incomplete := run.Incomplete{RunID: cfg.RunID, Resumable: cfg.RunID != "" && rereadable(env),
+		Reason: "the run is in progress; if no rewind process holds " + run.OutputLockName + " any more, its process died"}
+	if err := run.MarkIncomplete(cfg.Output, incomplete); err != nil {
+		return err
+	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
 	var bar *runProgress
 	if exec.Name() != "reference" && (f.progress == progressBar || f.progress == progressAuto && isTerminal(stderr)) {
@@ -398,9 +406,24 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		bar.finish(err == nil && !s.Interrupted)
 	}
 	if err != nil {
-		return err
+		incomplete.Reason = err.Error()
+		if merr := run.MarkIncomplete(cfg.Output, incomplete); merr != nil {
+			return fmt.Errorf("%w (%v)", err, merr)
+		}
+		return fmt.Errorf("%w; the output in %s is incomplete (%s says why and what to do)", err, cfg.Output, run.IncompleteName)
 	}
 	interrupted := s.Interrupted
+	if interrupted {
+		incomplete.Reason = "interrupted (SIGINT or SIGTERM) before the run finished"
+		if err := run.MarkIncomplete(cfg.Output, incomplete); err != nil {
+			return err
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("the output is marked incomplete (%s)", run.IncompleteName))
+	} else if err := run.ClearIncomplete(cfg.Output); err != nil {
+		// Before the run record is marked finished: a death in between
+		// leaves a run --resume completes again.
+		return err
+	}
 	switch {
 	case interrupted && cfg.RunID != "" && rereadable(env):
 		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite or a kill=process --fail) continues from the newest recovery point", cfg.RunID))
