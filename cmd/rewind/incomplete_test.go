@@ -111,3 +111,20 @@ func TestKilledProcessLeavesTheOutputMarkedIncomplete(t *testing.T) {
 		t.Fatalf("the marker is still there after the resume completed the output (%v)", err)
 	}
 }
+
+// A run refused before its first row (here the reference's need for a
+// bounded input, found by the executor) leaves no marker: there is no
+// output to mark, and the directory can be used again.
+func TestRefusedRunLeavesNoMarker(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := rewind(t, "run", "--executor", "reference", "--input", "gen:records=0", "--output", out)
+	if code != exitUsage || !strings.Contains(stderr, "bounded") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 about a bounded input", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, run.IncompleteName)); !os.IsNotExist(err) {
+		t.Fatalf("a refused run left %s (%v)", run.IncompleteName, err)
+	}
+	if code, _, stderr := rewind(t, "run", "--executor", "reference", "--input", "gen:records=100", "--output", out); code != 0 {
+		t.Fatalf("the directory cannot be used again: exit %d: %s", code, stderr)
+	}
+}

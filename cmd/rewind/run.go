@@ -237,6 +237,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.output == "" {
 		return cfg, nil, usagef("invalid --output: must name a directory")
 	}
+	if fi, err := os.Stat(f.output); err == nil && !fi.IsDir() {
+		return cfg, nil, usagef("invalid --output %s: exists and is not a directory", f.output)
+	}
 	cfg = run.Config{
 		Job: f.job, Executor: f.executor, Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, Parallelism: f.parallelism,
@@ -247,11 +250,15 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		LostPieceRecovery: f.lostPieceRecovery,
 		Params:            job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}
+	// The parsers' errors start "invalid output format %q: …"; the flag
+	// replaces that head.
 	if cfg.OutputFormat, err = sink.ParseFormat(f.outputFormat); err != nil {
-		return cfg, nil, usageError{fmt.Errorf("invalid --output-format: %w", err)}
+		_, allowed, _ := strings.Cut(err.Error(), ": ")
+		return cfg, nil, usagef("invalid --output-format %q: %s", f.outputFormat, allowed)
 	}
 	if cfg.SinkMode, err = sink.ParseMode(f.sinkMode); err != nil {
-		return cfg, nil, usageError{fmt.Errorf("invalid --sink-mode: %w", err)}
+		_, allowed, _ := strings.Cut(err.Error(), ": ")
+		return cfg, nil, usagef("invalid --sink-mode %q: %s", f.sinkMode, allowed)
 	}
 	j, err := job.Build(cfg.Job, cfg.Params)
 	if err != nil {
@@ -404,6 +411,15 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	s, err := run.Execute(ctx, exec, env)
 	if bar != nil {
 		bar.finish(err == nil && !s.Interrupted)
+	}
+	var ie run.InputError
+	var re run.RefusedError
+	if err != nil && !cfg.Resumed && (errors.As(err, &ie) || errors.As(err, &re)) {
+		// Refused before the first row: there is no output to mark.
+		if cerr := run.ClearIncomplete(cfg.Output); cerr != nil {
+			return fmt.Errorf("%w (%v)", err, cerr)
+		}
+		return err
 	}
 	if err != nil {
 		incomplete.Reason = err.Error()
