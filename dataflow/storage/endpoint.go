@@ -55,7 +55,8 @@ var errPlainHTTP = errors.New("speaks plain HTTP, not TLS")
 // whether the server answers a TLS handshake in plain HTTP: the client
 // would otherwise retry until its timeout and report a server that did not
 // answer, when the fix is to write http://. Any other handshake outcome is
-// left to the S3 client to report.
+// left to the S3 client to report, but for silence, which is reported as
+// ErrUnreachable at once.
 func plainHTTPAt(conn net.Conn, u *neturl.URL, timeout time.Duration) error {
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	// Only the record layer matters here; the S3 client verifies the
@@ -63,7 +64,11 @@ func plainHTTPAt(conn net.Conn, u *neturl.URL, timeout time.Duration) error {
 	c := tls.Client(conn, &tls.Config{ServerName: u.Hostname(), InsecureSkipVerify: true})
 	err := c.Handshake()
 	var rh tls.RecordHeaderError
+	var ne net.Error
 	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		// A silent server: say so now rather than after a second timeout.
+		return fmt.Errorf("S3 endpoint %s did not answer a TLS handshake within %v: %w: %w", u.Redacted(), timeout, ErrUnreachable, err)
 	case !errors.As(err, &rh):
 		return nil
 	case strings.HasPrefix(string(rh.RecordHeader[:]), "HTTP/"):

@@ -1,9 +1,12 @@
 package storage_test
 
 import (
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,5 +75,50 @@ func TestS3HTTPSAgainstPlainHTTPSaysSo(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("took %v to find out; the handshake answer is immediate", d)
+	}
+}
+
+// https:// against a server that accepts and says nothing fails with
+// ErrUnreachable within about one timeout, not one for the handshake probe
+// and another for the request.
+func TestS3HTTPSAgainstSilentServerIsUnreachableInOneTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		_ = l.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	const timeout = time.Second
+	start := time.Now()
+	st, err := storage.Open(testCtx(t), "s3://bucket", storage.Options{Endpoint: "https://" + l.Addr().String(), Timeout: timeout})
+	if err == nil {
+		_ = st.Close()
+		t.Fatal("Open against a silent server succeeded")
+	}
+	if !errors.Is(err, storage.ErrUnreachable) {
+		t.Fatalf("error %v does not wrap ErrUnreachable", err)
+	}
+	if d := time.Since(start); d > timeout+timeout/2 {
+		t.Fatalf("took %v with a %v timeout", d, timeout)
 	}
 }
