@@ -64,8 +64,7 @@ const acceptedForms = `file://./relative/dir, file:///absolute/dir, a bare direc
 //   - "file://./rewind-data", "file:///abs/dir" or a bare path: a local
 //     directory, created if missing. Temporary files left by a writer that
 //     was killed mid-write are removed.
-//   - "s3://bucket/prefix": an S3-compatible service (see Options and
-//     ParseEndpoint for the endpoint). The
+//   - "s3://bucket/prefix": an S3-compatible service (see Options). The
 //     bucket is created if missing; an unreachable service fails within
 //     about Options.Timeout with an error wrapping ErrUnreachable.
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
