@@ -69,11 +69,11 @@ func openS3(ctx context.Context, rawURL string, opts Options) (*s3Store, error) 
 		return nil, fmt.Errorf("storage: open %s: no S3 endpoint: set Options.Endpoint (--s3-endpoint) or $%s, e.g. http://127.0.0.1:9000",
 			s.url, EnvS3Endpoint)
 	}
-	s.endpoint = endpoint
-	eu, err := neturl.Parse(endpoint)
-	if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || strings.Trim(eu.Path, "/") != "" {
-		return nil, fmt.Errorf("storage: open %s: bad S3 endpoint %q: want http://host:port or https://host[:port]", s.url, endpoint)
+	eu, err := ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", s.url, err)
 	}
+	s.endpoint = eu.String()
 	secure := eu.Scheme == "https"
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -139,7 +139,13 @@ func (s *s3Store) ensureBucket(ctx context.Context, eu *neturl.URL, timeout time
 		if err != nil {
 			return fmt.Errorf("storage: open %s: S3 endpoint %s: %w: %w", s.url, s.endpoint, ErrUnreachable, err)
 		}
+		if eu.Scheme == "https" {
+			err = plainHTTPAt(conn, eu, timeout)
+		}
 		_ = conn.Close()
+		if err != nil {
+			return fmt.Errorf("storage: open %s: %w", s.url, err)
+		}
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, timeout)
