@@ -191,7 +191,9 @@ func Draw(seed uint64, i int, points Points, withS3 bool) *Schedule {
 		return fmt.Sprintf("point=%s,occurrence=%d", inProcess[r.IntN(len(inProcess))], 1+r.IntN(3))
 	}
 
-	if withS3 && r.IntN(16) == 0 {
+	// Drawn whether or not a server is there, so that the rest of the
+	// schedule is the same either way.
+	if outage := r.IntN(16) == 0; outage && withS3 {
 		s.Outage = &Outage{After: time.Duration(50+r.IntN(400)) * time.Millisecond, For: time.Duration(1+r.IntN(4)) * time.Second}
 		s.Procs = []Process{{Fails: drawFails(r, crash, 1)}}
 		return s
