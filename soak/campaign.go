@@ -213,6 +213,12 @@ func (r *Result) FailureText(c Config) string {
 	if r.Dir != "" {
 		fmt.Fprintf(&b, "  kept:     %s\n", r.Dir)
 	}
+	if len(r.Stderr) > 0 {
+		b.WriteString("  the last process's standard error (log and error lines):\n")
+		for _, l := range r.Stderr {
+			fmt.Fprintf(&b, "    | %s\n", l)
+		}
+	}
 	b.WriteString("  the rewind commands:\n")
 	for _, l := range r.Commands {
 		fmt.Fprintf(&b, "    %s\n", l)

@@ -49,7 +49,7 @@ func Classify(o Outcome) (Verdict, string) {
 	case p.TimedOut:
 		return Failure, "hang: still running at the time limit (killed)"
 	case p.Panicked():
-		return Failure, "panic: " + firstPanicLine(p.Stderr)
+		return Failure, "crashed with a Go trace: " + firstPanicLine(p.Stderr)
 	case p.Exit == 0 && o.Wrong != "" && len(o.Damaged) > 0:
 		return Silent, fmt.Sprintf("exit 0 after %s, but %s", o.Damaged[len(o.Damaged)-1], o.Wrong)
 	case p.Exit == 0 && o.Wrong != "":
@@ -80,7 +80,7 @@ func Classify(o Outcome) (Verdict, string) {
 	return Failure, fmt.Sprintf("exit %d: %q", p.Exit, p.ErrorLine())
 }
 
-var panicLine = regexp.MustCompile(`(?m)^panic: .*$`)
+var panicLine = regexp.MustCompile(`(?m)^(panic|fatal error): .*$`)
 
 func firstPanicLine(s string) string {
 	if m := panicLine.FindString(s); m != "" {

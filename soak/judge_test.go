@@ -47,6 +47,7 @@ func TestClassify(t *testing.T) {
 		{"exit 2 on damage", Outcome{Proc: ProcResult{Exit: 2, Stderr: stderr("rewind: _idempotent.db is bad")}, Damaged: damaged}, Failure},
 		{"panic", Outcome{Proc: ProcResult{Exit: 2, Stderr: stderr("panic: assertion failed", "", "goroutine 1 [running]:")}, Damaged: damaged}, Failure},
 		{"panic naming the file", Outcome{Proc: ProcResult{Exit: 1, Stderr: stderr("panic: _idempotent.db", "goroutine 1 [running]:")}, Damaged: damaged}, Failure},
+		{"fatal runtime error", Outcome{Proc: ProcResult{Exit: 2, Stderr: stderr("unexpected fault address 0x7f88ddbb3008", "fatal error: fault", "[signal SIGBUS: bus error code=0x2]", "goroutine 1 gp=0x14 m=0 [running]:")}, Damaged: damaged}, Failure},
 		{"hang", Outcome{Proc: ProcResult{Exit: -1, TimedOut: true, SIGKILL: true}}, Failure},
 		{"killed unasked", Outcome{Proc: ProcResult{Exit: -1, Signal: "segmentation fault"}}, Failure},
 	}
@@ -54,6 +55,9 @@ func TestClassify(t *testing.T) {
 		got, reason := Classify(c.o)
 		if got != c.want {
 			t.Errorf("%s: %s (%s), want %s", c.name, got, reason, c.want)
+		}
+		if strings.Contains(c.o.Proc.Stderr, "goroutine 1") && !strings.Contains(reason, "Go trace") {
+			t.Errorf("%s: reason %q does not say the process crashed with a Go trace", c.name, reason)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -122,7 +123,9 @@ func (p ProcResult) Events(kind string) int {
 	return strings.Count(p.Stderr, `"event":"`+kind+`"`)
 }
 
-// Panicked says whether the process printed a Go panic.
-func (p ProcResult) Panicked() bool {
-	return strings.Contains(p.Stderr, "panic: ") || strings.Contains(p.Stderr, "goroutine 1 [")
-}
+// goTrace is the start of a Go panic, a fatal runtime error (a SIGBUS on
+// a truncated memory-mapped file, say) or a goroutine dump.
+var goTrace = regexp.MustCompile(`(?m)^(panic: |fatal error: |goroutine \d+ )`)
+
+// Panicked says whether the process printed a Go panic or fatal error.
+func (p ProcResult) Panicked() bool { return goTrace.MatchString(p.Stderr) }

@@ -32,6 +32,7 @@ type Result struct {
 	Unfired    int // kills planned but never reached (the run ended first)
 
 	Commands []string // the shell lines that replay it
+	Stderr   []string // the last process's log and error lines (the first few)
 	Dir      string   // kept when the schedule failed
 	Took     time.Duration
 }
@@ -187,6 +188,7 @@ func (rn *runner) run(ctx context.Context, s *Schedule, slot int) *Result {
 			procs = append(procs, Process{})
 			continue
 		}
+		res.Stderr = pr.Lines()[:min(8, len(pr.Lines()))]
 		o := Outcome{Proc: pr, Damaged: res.Damaged}
 		if pr.Exit == 0 && !pr.TimedOut {
 			sum, err := ParseSummary(pr.Stdout)
