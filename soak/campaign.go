@@ -130,7 +130,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				results <- rn.run(ctx, Draw(c.Seed, i, points, c.S3Script != ""), slot)
+				if r := rn.run(ctx, Draw(c.Seed, i, points, c.S3Script != ""), slot); r != nil {
+					results <- r
+				}
 			}
 		}()
 	}

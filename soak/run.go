@@ -47,6 +47,7 @@ type runner struct {
 	keep    bool        // keep the directories of failed schedules
 }
 
+// run runs schedule s in parallel slot slot; nil if ctx ended first.
 func (rn *runner) run(ctx context.Context, s *Schedule, slot int) *Result {
 	start := time.Now()
 	res := &Result{Sched: s}
@@ -139,8 +140,7 @@ func (rn *runner) run(ctx context.Context, s *Schedule, slot int) *Result {
 			runID = findRunID(pr.Stderr)
 		}
 		if ctx.Err() != nil {
-			res.Verdict, res.Reason = Failure, "interrupted"
-			return res
+			return nil // interrupted: no verdict
 		}
 		if sum, err := ParseSummary(pr.Stdout); err == nil {
 			// Not every executor reports recoveries as events.

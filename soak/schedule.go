@@ -68,7 +68,7 @@ func (k Kill) String() string {
 
 // Damage is what is done to one durable file between a process kill and
 // the next --resume. The file is chosen when it is done, among those that
-// exist then: Kind picks a kind by its index in the sorted kinds present
+// exist then (a schedule damages one file at most): Kind picks a kind by its index in the sorted kinds present
 // (modulo their number), Pick a file of that kind likewise (Newest: the
 // greatest name instead), Action what happens to it.
 type Damage struct {
@@ -200,11 +200,15 @@ func Draw(seed uint64, i int, points Points, withS3 bool) *Schedule {
 	}
 
 	killed := r.IntN(4) // processes that die before the last
+	damaged := false
 	for k := 0; k <= killed; k++ {
 		p := Process{Fails: drawFails(r, crash, 2)}
 		if k < killed {
 			p.Kill = drawKill(r, all, s.Rate > 0, k > 0)
-			if r.IntN(5) < 2 {
+			// One damage a schedule at most, so that its outcome is
+			// that damage's.
+			if r.IntN(5) < 2 && !damaged {
+				damaged = true
 				p.Damage = &Damage{Kind: r.IntN(1 << 20), Pick: r.IntN(1 << 20), Newest: r.IntN(2) == 0,
 					Action: Actions[r.IntN(len(Actions))], At: r.Int64N(1 << 40)}
 			}
