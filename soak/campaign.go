@@ -36,7 +36,7 @@ type Config struct {
 type Totals struct {
 	Schedules, Procs, Crashes, Kills, Recoveries   int
 	DamageTried, DamageRecovered, Detected, Silent int
-	Outages, Failures, Unfired                     int
+	Outages, OutageHits, Failures, Unfired         int
 }
 
 func (t *Totals) add(r *Result) {
@@ -47,6 +47,7 @@ func (t *Totals) add(r *Result) {
 	t.Recoveries += r.Recoveries
 	t.DamageTried += len(r.Damaged)
 	t.Outages += r.Outages
+	t.OutageHits += r.OutageHits
 	t.Unfired += r.Unfired
 	switch r.Verdict {
 	case OK:

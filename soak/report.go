@@ -47,9 +47,10 @@ func Markdown(rep *Report, bad []BadInputResult, env Env) string {
 to four ` + "`rewind run`" + ` processes on a generated input of a few thousand records,
 with in-process crashes (` + "`--fail`" + `, zero to two per process), each process but
 the last killed (a ` + "`kill=process`" + ` point, some while restoring, or a SIGKILL at a
-drawn moment) and continued with ` + "`--resume`" + `, one in three kills followed by
-damage (truncation, a flipped byte, deletion) to one durable file drawn from
-every kind present (storage objects and the output directory's own files), and
+drawn moment) and continued with ` + "`--resume`" + `; after a kill, at most once a
+schedule, damage (truncation, a flipped byte, deletion) to one durable file
+drawn from every kind present (storage objects and the output directory's own
+files, the idempotent store, staged and visible part files, the run record); and
 one schedule in sixteen keeping its storage on a private S3 server that is
 frozen (SIGSTOP) for 1 to 4 s and continued. The last process's output is
 resolved and compared with ` + "`--executor reference`" + ` on the same input.
@@ -60,11 +61,11 @@ file), **silent** (exit 0 with another result after damage) and **failure**
 exit 2 on a runtime problem, an error that does not name the damaged file).
 
 `)
-	b.WriteString("| mode | schedules | processes | crashes injected | of which process kills | recoveries | damage tried | recovered | detected | silent | outages | failures |\n")
+	b.WriteString("| mode | schedules | processes | crashes injected | of which process kills | recoveries | damage tried | recovered | detected | silent | outages (hit a running process) | failures |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	row := func(name string, t *Totals) {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n", name, t.Schedules, t.Procs, t.Crashes, t.Kills,
-			t.Recoveries, t.DamageTried, t.DamageRecovered, t.Detected, t.Silent, t.Outages, t.Failures)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d |\n", name, t.Schedules, t.Procs, t.Crashes, t.Kills,
+			t.Recoveries, t.DamageTried, t.DamageRecovered, t.Detected, t.Silent, t.Outages, t.OutageHits, t.Failures)
 	}
 	for _, m := range Modes {
 		row(m.Name, rep.ByMode[m.Name])
@@ -73,7 +74,7 @@ exit 2 on a runtime problem, an error that does not name the damaged file).
 	fmt.Fprintf(&b, "\n%d planned process kills were never reached (the run ended first) and count as no crash.\n\n", rep.All.Unfired)
 
 	b.WriteString("## Damage by kind of durable file\n\n")
-	b.WriteString("The outcome is that of the schedule's last damage.\n\n")
+	b.WriteString("A schedule damages one file at most, so each outcome is that damage's.\n\n")
 	b.WriteString("| kind | tried | recovered | detected | silent | other failure |\n|---|---:|---:|---:|---:|---:|\n")
 	kinds := make([]string, 0, len(rep.ByKind))
 	for k := range rep.ByKind {

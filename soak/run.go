@@ -29,6 +29,7 @@ type Result struct {
 	Recoveries int // recoveries the processes reported
 	Damaged    []Damaged
 	Outages    int // freezes of the S3 server
+	OutageHits int // of which the process was still running when frozen
 	Unfired    int // kills planned but never reached (the run ended first)
 
 	Commands []string // the shell lines that replay it
@@ -133,6 +134,9 @@ func (rn *runner) run(ctx context.Context, s *Schedule, slot int) *Result {
 		}
 		pr := startProc(ctx, rn.bin, env, args, killAfter, rn.limit)
 		stopOutage()
+		if s.Outage != nil && k == 0 && pr.Took > s.Outage.After {
+			res.OutageHits++
+		}
 		res.Procs++
 		res.Crashes += pr.Events("crash")
 		recovered := pr.Events("recovery")
