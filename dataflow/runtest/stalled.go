@@ -154,11 +154,13 @@ const (
 //     an error wrapping storage.ErrUnreachable that names the store, soon
 //     after the limit, instead of hanging.
 //
-// cfg needs no Storage or Output; prepare, when set, runs first with the
+// continued are further checks of the continued run. cfg needs no Storage
+// or Output; prepare, when set, runs first with the
 // same storage and output, on a store of its own from open (a process that
 // died, for a resume).
 func CheckStorageStall(t *testing.T, exec run.Executor, cfg run.Config,
-	prepare func(t *testing.T, cfg run.Config, open func() storage.Store), at func(op, name string) bool) {
+	prepare func(t *testing.T, cfg run.Config, open func() storage.Store), at func(op, name string) bool,
+	continued ...func(t *testing.T, o Outcome)) {
 	for _, long := range []bool{false, true} {
 		name := map[bool]string{false: "continued", true: "never-continued"}[long]
 		t.Run(name, func(t *testing.T) {
@@ -197,6 +199,9 @@ func CheckStorageStall(t *testing.T, exec run.Executor, cfg run.Config,
 			}
 			CheckOutput(t, name, o)
 			CheckWaitedOut(t, name, logs)
+			for _, check := range continued {
+				check(t, o)
+			}
 		})
 	}
 }

@@ -40,6 +40,7 @@ type Patient struct {
 
 	mu      sync.Mutex
 	since   time.Time // start of the outage; zero when storage answers
+	last    error     // the latest failure of the outage
 	retries int
 }
 
@@ -71,7 +72,7 @@ func (p *Patient) Err() error {
 	if p.since.IsZero() || time.Since(p.since) <= p.limit {
 		return nil
 	}
-	return p.outageErr(nil)
+	return p.outageErr(p.last)
 }
 
 // Outage is how long storage has not answered, or 0 while it does.
@@ -103,10 +104,11 @@ func (p *Patient) record(start time.Time, err error) (outage time.Duration, down
 		if err == nil && !p.since.IsZero() {
 			p.log.Warn("storage answers again", "storage", p.st.URL(),
 				"after", time.Since(p.since).Round(time.Millisecond), "retries", p.retries)
-			p.since, p.retries = time.Time{}, 0
+			p.since, p.last, p.retries = time.Time{}, nil, 0
 		}
 		return 0, false
 	}
+	p.last = err
 	if p.since.IsZero() {
 		p.since = start
 		p.log.Warn("storage is not answering; waiting for it", "storage", p.st.URL(),
