@@ -45,3 +45,12 @@ func TestStorageFrozenDuringRestore(t *testing.T) {
 		return op == "get" || op == "list"
 	})
 }
+
+// TestStorageLatency: storage slowed by a proxy, within the call deadline
+// and then for a spell beyond it from the third batch's commit: the run
+// completes equal to the oracle, and logs an outage only for the spell.
+func TestStorageLatency(t *testing.T) {
+	runtest.CheckStorageLatency(t, Executor{}, stallConfig(), func(op, name string) bool {
+		return op == "put" && strings.HasSuffix(name, commitName(2))
+	})
+}

@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +27,7 @@ import (
 // succeeds is resolved and has the oracle's answer, for CheckOutput.
 func StallRun(t testing.TB, exec run.Executor, cfg run.Config, st storage.Store) (Outcome, *Logs) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+2*StallLongLimit)
 	defer cancel()
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	logs := &Logs{}
@@ -38,7 +40,7 @@ func StallRun(t testing.TB, exec run.Executor, cfg run.Config, st storage.Store)
 	o := Outcome{Env: env}
 	o.Summary, o.Err = exec.Run(ctx, env)
 	if ctx.Err() != nil {
-		t.Fatalf("the run was still going after the test's 2 minutes: %v", o.Err)
+		t.Fatalf("the run was still going at the test's deadline: %v", o.Err)
 	}
 	if o.Err == nil {
 		if err := run.Finish(env, o.Summary); err != nil {
@@ -136,13 +138,28 @@ func CheckGaveUp(t testing.TB, what string, o Outcome, url string, frozenAt time
 	}
 }
 
-// Deadlines of the stall tests: small, so a test takes seconds.
-const (
+// SoakEnv, set to 1 (make soak), runs the stall tests with the production
+// deadlines: the default --storage-timeout, a 25 s freeze, the default
+// outage limit.
+const SoakEnv = "REWIND_SOAK"
+
+// Deadlines of the stall tests: small, so a test takes seconds, unless
+// $REWIND_SOAK=1.
+var (
 	StallCallTimeout = 300 * time.Millisecond
 	StallThawAfter   = 1500 * time.Millisecond // five call timeouts
 	StallLongLimit   = 10 * time.Second        // outlasts StallThawAfter
 	StallShortLimit  = 2 * time.Second         // shorter than the freeze
 )
+
+func init() {
+	if os.Getenv(SoakEnv) == "1" {
+		StallCallTimeout = storage.DefaultCallTimeout
+		StallThawAfter = 25 * time.Second
+		StallLongLimit = storage.DefaultOutageLimit
+		StallShortLimit = storage.DefaultOutageLimit
+	}
+}
 
 // CheckStorageStall runs exec with cfg twice against a private versitygw
 // that is frozen (SIGSTOP) at the first storage call for which at is true:
@@ -190,7 +207,7 @@ func CheckStorageStall(t *testing.T, exec run.Executor, cfg run.Config,
 				t.Fatalf("the run never made the storage call the freeze waits for (err %v)", o.Err)
 			}
 			if long {
-				CheckGaveUp(t, name, o, url, at, cfg.StorageOutageLimit, 5*time.Second)
+				CheckGaveUp(t, name, o, url, at, cfg.StorageOutageLimit, 2*StallCallTimeout+5*time.Second)
 				t.Logf("gave up %v after the freeze: %v", time.Since(at).Round(time.Millisecond), o.Err)
 				return
 			}
@@ -204,4 +221,84 @@ func CheckStorageStall(t *testing.T, exec run.Executor, cfg run.Config,
 			}
 		})
 	}
+}
+
+// CheckStorageLatency runs exec with cfg with its storage behind a
+// loopback proxy that delays every chunk by a tenth of StallCallTimeout:
+// first with ten times that as the call timeout (slow, but well within
+// every deadline: the run must not log an outage), then with
+// StallCallTimeout and with a spell of latency above the call timeout from the
+// first storage call for which at is true, lifted StallThawAfter later (the
+// run logs the wait and completes). Both runs' outputs equal the oracle's.
+func CheckStorageLatency(t *testing.T, exec run.Executor, cfg run.Config, at func(op, name string) bool) {
+	for _, spell := range []bool{false, true} {
+		name := map[bool]string{false: "within-deadline", true: "spell-above-deadline"}[spell]
+		t.Run(name, func(t *testing.T) {
+			srv := StartPrivateS3(t)
+			proxy := StartSlowProxy(t, srv.Endpoint, StallCallTimeout/10, 0)
+			url := srv.URL(t)
+			// Within the deadline means well within it: a loaded machine
+			// must not turn slow into silent.
+			callTimeout := 10 * StallCallTimeout
+			if spell {
+				callTimeout = StallCallTimeout
+			}
+			opts := srv.Options(callTimeout)
+			opts.Endpoint = proxy.Endpoint
+			st, err := storage.Open(context.Background(), url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := cfg
+			cfg.Storage, cfg.Output = url, t.TempDir()+"/out"
+			cfg.StorageTimeout, cfg.StorageOutageLimit = callTimeout, StallLongLimit
+			var fired atomic.Bool
+			if spell {
+				st = &hookStore{Store: st, before: func(op, name string) {
+					if at(op, name) && fired.CompareAndSwap(false, true) {
+						proxy.SetDelay(3 * StallCallTimeout)
+						time.AfterFunc(StallThawAfter, func() { proxy.SetDelay(0) })
+					}
+				}}
+			}
+			o, logs := StallRun(t, exec, cfg, st)
+			CheckOutput(t, name, o)
+			if !spell {
+				if strings.Contains(logs.String(), "storage is not answering") {
+					t.Fatalf("latency within the deadline was taken for an outage:\n%s", logs)
+				}
+				return
+			}
+			if !fired.Load() {
+				t.Fatal("the run never made the storage call the latency spell waits for")
+			}
+			CheckWaitedOut(t, name, logs)
+		})
+	}
+}
+
+// hookStore calls before ahead of every call.
+type hookStore struct {
+	storage.Store
+	before func(op, name string)
+}
+
+func (h *hookStore) Put(ctx context.Context, name string, data []byte) error {
+	h.before("put", name)
+	return h.Store.Put(ctx, name, data)
+}
+
+func (h *hookStore) Get(ctx context.Context, name string) ([]byte, error) {
+	h.before("get", name)
+	return h.Store.Get(ctx, name)
+}
+
+func (h *hookStore) List(ctx context.Context, prefix string) ([]storage.Object, error) {
+	h.before("list", prefix)
+	return h.Store.List(ctx, prefix)
+}
+
+func (h *hookStore) Delete(ctx context.Context, name string) error {
+	h.before("delete", name)
+	return h.Store.Delete(ctx, name)
 }

@@ -75,7 +75,7 @@ func TestS3SlowButMovingCalls(t *testing.T) {
 	env := s3TestEnv(t)
 	ctx := testCtx(t)
 	const callTimeout = 300 * time.Millisecond
-	open := func(endpoint string) storage.Store {
+	open := func(endpoint string, callTimeout time.Duration) storage.Store {
 		opts := env.options()
 		opts.Endpoint, opts.CallTimeout = endpoint, callTimeout
 		st, err := storage.Open(ctx, "s3://"+testBucket+"/slow-"+randomHex(4), opts)
@@ -87,8 +87,10 @@ func TestS3SlowButMovingCalls(t *testing.T) {
 	}
 
 	t.Run("latency-below-deadline", func(t *testing.T) {
+		// A generous deadline: a loaded machine must not turn slow into
+		// silent here.
 		p := runtest.StartSlowProxy(t, env.endpoint, 100*time.Millisecond, 0)
-		st := open(p.Endpoint)
+		st := open(p.Endpoint, 20*100*time.Millisecond)
 		for i := range 3 {
 			if err := st.Put(ctx, "k", []byte{byte(i)}); err != nil {
 				t.Fatal(err)
@@ -101,7 +103,7 @@ func TestS3SlowButMovingCalls(t *testing.T) {
 	t.Run("large-upload-slow-link", func(t *testing.T) {
 		const size, rate = 3 << 19, 1 << 20 // 1.5 s on the wire each way, five deadlines
 		p := runtest.StartSlowProxy(t, env.endpoint, 0, rate)
-		st := open(p.Endpoint)
+		st := open(p.Endpoint, callTimeout)
 		data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 		start := time.Now()
 		if err := st.Put(ctx, "big", data); err != nil {
@@ -120,7 +122,7 @@ func TestS3SlowButMovingCalls(t *testing.T) {
 	})
 	t.Run("latency-above-deadline", func(t *testing.T) {
 		p := runtest.StartSlowProxy(t, env.endpoint, 0, 0)
-		st := open(p.Endpoint)
+		st := open(p.Endpoint, callTimeout)
 		p.SetDelay(3 * callTimeout)
 		err := st.Put(ctx, "k", []byte("x"))
 		if !errors.Is(err, storage.ErrUnreachable) {
