@@ -101,7 +101,9 @@ func (p *Patient) record(start time.Time, err error) (outage time.Duration, down
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err == nil || !errors.Is(err, ErrUnreachable) {
-		if err == nil && !p.since.IsZero() {
+		// A missing or corrupt object is an answer too.
+		answered := err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt)
+		if answered && !p.since.IsZero() {
 			p.log.Warn("storage answers again", "storage", p.st.URL(),
 				"after", time.Since(p.since).Round(time.Millisecond), "retries", p.retries)
 			p.since, p.last, p.retries = time.Time{}, nil, 0
