@@ -72,10 +72,6 @@ func openS3(ctx context.Context, rawURL string, opts Options) (*s3Store, error) 
 			s.url, EnvS3Endpoint)
 	}
 	s.endpoint = endpoint
-	s.callTimeout = opts.CallTimeout
-	if s.callTimeout <= 0 {
-		s.callTimeout = DefaultCallTimeout
-	}
 	eu, err := neturl.Parse(endpoint)
 	if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || strings.Trim(eu.Path, "/") != "" {
 		return nil, fmt.Errorf("storage: open %s: bad S3 endpoint %q: want http://host:port or https://host[:port]", s.url, endpoint)
@@ -94,6 +90,10 @@ func openS3(ctx context.Context, rawURL string, opts Options) (*s3Store, error) 
 	tr.TLSHandshakeTimeout = timeout
 	tr.ResponseHeaderTimeout = s3ResponseTimeout
 	s.transport = tr
+	s.callTimeout = opts.CallTimeout
+	if s.callTimeout <= 0 {
+		s.callTimeout = DefaultCallTimeout
+	}
 	var rt http.RoundTripper = tr
 	if opts.wrapTransport != nil {
 		rt = opts.wrapTransport(tr)
