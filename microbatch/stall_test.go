@@ -33,8 +33,10 @@ func TestStorageFrozenDuringBatchCommit(t *testing.T) {
 
 // TestStorageFrozenDuringRestore: a process stopped after a few batches,
 // and one resuming its run whose storage stops answering at the first read
-// of its restore.
+// of its restore. Under make soak only: recordwise's restore test covers
+// the moment in make test.
 func TestStorageFrozenDuringRestore(t *testing.T) {
+	runtest.SoakOnly(t)
 	cfg := stallConfig()
 	cfg.RunID, cfg.Resumed = "stalled-restore", true
 	first := func(t *testing.T, cfg run.Config, open func() storage.Store) {
@@ -49,7 +51,10 @@ func TestStorageFrozenDuringRestore(t *testing.T) {
 // TestStorageLatency: storage slowed by a proxy, within the call deadline
 // and then for a spell beyond it from the third batch's commit: the run
 // completes equal to the oracle, and logs an outage only for the spell.
+// Under make soak only: dataflow/storage's TestS3SlowButMovingCalls covers
+// latency in make test.
 func TestStorageLatency(t *testing.T) {
+	runtest.SoakOnly(t)
 	runtest.CheckStorageLatency(t, Executor{}, stallConfig(), func(op, name string) bool {
 		return op == "put" && strings.HasSuffix(name, commitName(2))
 	})

@@ -302,3 +302,12 @@ func (h *hookStore) Delete(ctx context.Context, name string) error {
 	h.before("delete", name)
 	return h.Store.Delete(ctx, name)
 }
+
+// SoakOnly skips a test that is too long for make test unless
+// $REWIND_SOAK=1 (make soak).
+func SoakOnly(t testing.TB) {
+	t.Helper()
+	if os.Getenv(SoakEnv) != "1" {
+		t.Skipf("a longer variant: runs under %s=1 (make soak)", SoakEnv)
+	}
+}
