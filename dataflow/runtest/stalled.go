@@ -224,7 +224,8 @@ func CheckStorageStall(t *testing.T, exec run.Executor, cfg run.Config,
 }
 
 // CheckStorageLatency runs exec with cfg with its storage behind a
-// loopback proxy that delays every chunk by a tenth of StallCallTimeout:
+// loopback proxy that delays every chunk by a tenth of StallCallTimeout (at
+// most 30 ms):
 // first with ten times that as the call timeout (slow, but well within
 // every deadline: the run must not log an outage), then with
 // StallCallTimeout and with a spell of latency above the call timeout from the
@@ -235,7 +236,8 @@ func CheckStorageLatency(t *testing.T, exec run.Executor, cfg run.Config, at fun
 		name := map[bool]string{false: "within-deadline", true: "spell-above-deadline"}[spell]
 		t.Run(name, func(t *testing.T) {
 			srv := StartPrivateS3(t)
-			proxy := StartSlowProxy(t, srv.Endpoint, StallCallTimeout/10, 0)
+			proxy := StartSlowProxy(t, srv.Endpoint, 0, 0)
+			proxy.SetDelay(min(StallCallTimeout/10, 30*time.Millisecond))
 			url := srv.URL(t)
 			// Within the deadline means well within it: a loaded machine
 			// must not turn slow into silent.
@@ -244,7 +246,7 @@ func CheckStorageLatency(t *testing.T, exec run.Executor, cfg run.Config, at fun
 				callTimeout = StallCallTimeout
 			}
 			opts := srv.Options(callTimeout)
-			opts.Endpoint = proxy.Endpoint
+			opts.Endpoint, opts.Timeout = proxy.Endpoint, max(storage.DefaultTimeout, callTimeout)
 			st, err := storage.Open(context.Background(), url, opts)
 			if err != nil {
 				t.Fatal(err)
