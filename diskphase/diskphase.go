@@ -141,7 +141,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		}
 	}
 	x := &execution{
-		env: env, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
+		env: env, store: env.PatientStore().Store(), topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
 		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress), handover: newHandoverLog(),
 		trace: e.trace,
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),

@@ -113,7 +113,7 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 		return nil, err
 	}
 	c := &coordinator{
-		env: env, opts: opts, store: env.Store, prefix: runPrefix(env.Job.Name, runID), topo: topo,
+		env: env, opts: opts, store: env.PatientStore().Store(), prefix: runPrefix(env.Job.Name, runID), topo: topo,
 		par: opts.parallelism, alloc: env.Alloc, m: NewMachine(opts.trigger), met: met, faults: env.Faults,
 		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1), async: make(chan asyncResult, 2),
 		commitVer: map[int64]int64{}, manifestMin: map[int64]int64{}, lastGC: -1,

@@ -146,7 +146,8 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 		return nil, nil, fmt.Errorf("recordwise: run id %q: use letters, digits, '.', '_' and '-' only", runID)
 	}
 	sh := &shared{env: env, opts: opts, plan: pl, mode: mode, runID: runID,
-		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress)}
+		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress), patient: env.PatientStore()}
+	sh.storeOnce = sh.patient.Once()
 	if cfg.Resumed {
 		sh.obs.processDied()
 	}

@@ -101,6 +101,7 @@ type runFlags struct {
 	maxBatchRecords, jobRecords  int64
 	retainedBatches, retainedCPs int
 	bufferTimeout, cpTimeout     time.Duration
+	storageTimeout               time.Duration
 	detectDelay, jobInterval     time.Duration
 	lostPieceRecovery            string
 	resume                       string
@@ -155,6 +156,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
 	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
 	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")
+	fl.DurationVar(&f.storageTimeout, "storage-timeout", storage.DefaultCallTimeout, fmt.Sprintf("S3: a storage call making no progress this long fails; the run waits for storage that stopped answering up to %dx this, then fails", storage.OutageCalls))
 	fl.IntVar(&f.parallelism, "parallelism", 2, "subtasks per stage (1..128)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Second, "recordwise: time between recovery points")
 	fl.DurationVar(&f.trigger, "trigger", 100*time.Millisecond, "microbatch: trigger interval")
@@ -217,6 +219,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.cpTimeout <= 0 {
 		return cfg, nil, usagef("invalid --checkpoint-timeout %s: must be positive", f.cpTimeout)
 	}
+	if f.storageTimeout <= 0 {
+		return cfg, nil, usagef("invalid --storage-timeout %s: must be positive", f.storageTimeout)
+	}
 	if f.lostPieceRecovery != "lineage" && f.lostPieceRecovery != "rerun-batch" {
 		return cfg, nil, usagef("invalid --lost-piece-recovery %q: allowed are lineage, rerun-batch", f.lostPieceRecovery)
 	}
@@ -242,7 +247,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	}
 	cfg = run.Config{
 		Job: f.job, Executor: f.executor, Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
-		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, Parallelism: f.parallelism,
+		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
 		CheckpointInterval: f.checkpointInterval, Trigger: f.trigger, Seed: f.seed,
 		MaxBatchRecords: f.maxBatchRecords, RetainedBatches: f.retainedBatches,
 		BufferTimeout: f.bufferTimeout, CheckpointTimeout: f.cpTimeout, RetainedCheckpoints: f.retainedCPs,

@@ -222,7 +222,7 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
 	}
 	if withStore {
-		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint}); err != nil {
+		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
 			return nil, fmt.Errorf("storage %s: %w", cfg.Storage, err)
 		}
 	}

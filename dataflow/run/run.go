@@ -34,7 +34,13 @@ type Config struct {
 	SinkMode     sink.Mode
 	Storage      string
 	S3Endpoint   string
-	Parallelism  int
+	// StorageTimeout is how long one storage call may make no progress
+	// before it fails as unreachable (0 = storage.DefaultCallTimeout), and
+	// StorageOutageLimit how long a run waits for storage that stopped
+	// answering before it fails (0 = storage.OutageLimit(StorageTimeout)).
+	StorageTimeout     time.Duration
+	StorageOutageLimit time.Duration
+	Parallelism        int
 	// CheckpointInterval drives record-wise recovery points; Trigger drives
 	// micro-batches.
 	CheckpointInterval time.Duration
@@ -83,6 +89,16 @@ type Env struct {
 	Alloc   memory.Allocator
 	Faults  *fault.Injector
 	Log     *slog.Logger
+}
+
+// PatientStore is the run's storage, waiting out an outage up to
+// Config.StorageOutageLimit with the waits logged (see storage.Patient).
+func (e *Env) PatientStore() *storage.Patient {
+	limit := e.Config.StorageOutageLimit
+	if limit <= 0 {
+		limit = storage.OutageLimit(e.Config.StorageTimeout)
+	}
+	return storage.NewPatient(e.Store, limit, e.Log)
 }
 
 // Close releases the sources, the sink and the store.
