@@ -26,6 +26,19 @@ status=0
 ./bin/soak -bin bin/rewind -s3 scripts/s3-server.sh -seed "$seed" -schedules "$schedules" \
 	-parallel "$parallel" -report "$report" >/dev/null || status=1
 
+echo "== storage stalls at the production deadlines (REWIND_SOAK=1: 10s calls, 25s freezes, the 60s limit)"
+stalllog=$(mktemp)
+sstart=$SECONDS
+if REWIND_SOAK=1 go test -count=1 -timeout 30m -run 'TestStorageFrozen|TestStorageLatency|TestS3Frozen|TestS3Slow' \
+	./dataflow/storage ./microbatch ./recordwise ./diskphase 2>&1 | tee "$stalllog"; then sres=passed; else sres=FAILED; status=1; fi
+{
+	printf '\n## Storage stalls at the production deadlines\n\n'
+	printf '`REWIND_SOAK=1 go test -run '"'"'TestStorageFrozen|TestStorageLatency|TestS3Frozen|TestS3Slow'"'"' ./dataflow/storage ./microbatch ./recordwise ./diskphase` %s in %ds:\n\n```\n' "$sres" $((SECONDS - sstart))
+	grep -E '^(ok|FAIL|---)' "$stalllog" || true
+	printf '```\n'
+} >>"$report"
+rm -f "$stalllog"
+
 if [[ -x scripts/fuzz.sh ]]; then
 	echo "== fuzz (scripts/fuzz.sh)"
 	fuzzlog=$(mktemp)
