@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,7 +165,9 @@ func (s *idempotentSink) damage(err error) error {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	if s.damaged == nil {
-		s.damaged = fmt.Errorf("%w %s: %v; rerun without --resume into a fresh output directory (or with --overwrite)", errDamagedStore, s.path, err)
+		// One line, whatever bbolt's text holds.
+		text := strings.Join(strings.Fields(err.Error()), " ")
+		s.damaged = fmt.Errorf("%w %s: %s; rerun without --resume into a fresh output directory (or with --overwrite)", errDamagedStore, s.path, text)
 	}
 	return s.damaged
 }
@@ -201,14 +204,15 @@ func (s *idempotentSink) view(f func(*bolt.Tx) error) error {
 // check runs bbolt's consistency check over the whole store.
 func (s *idempotentSink) check() error {
 	return s.view(func(tx *bolt.Tx) error {
-		var errs []error
+		var errs []string
+		n := 0
 		for err := range tx.Check() {
-			if len(errs) < 3 {
-				errs = append(errs, err)
+			if n++; len(errs) < 2 {
+				errs = append(errs, err.Error())
 			}
 		}
-		if len(errs) > 0 {
-			return s.damage(errors.Join(errs...))
+		if n > 0 {
+			return s.damage(fmt.Errorf("%d inconsistencies, first %s", n, strings.Join(errs, "; ")))
 		}
 		return nil
 	})

@@ -278,8 +278,10 @@ func (s *txnSink) checkPublished(complete int64) error {
 		}
 		e := g.entries[len(g.entries)-1]
 		if fi == nil {
-			return fmt.Errorf("staged file %s of committed epoch %d is missing and was never published as %s (the run's record of its destination says it holds %s): %s",
-				filepath.Join(s.staging, e.File), e.Epoch, g.visible, e.holds(), refuseHint)
+			// Staged then deleted, or published then deleted: from
+			// here the two look the same.
+			return fmt.Errorf("the file of committed epoch %d is missing: neither staged as %s nor published as %s (the run's record of its destination says it holds %s): %s",
+				e.Epoch, filepath.Join(s.staging, e.File), path, e.holds(), refuseHint)
 		}
 		return fmt.Errorf("published file %s of committed epoch %d is damaged: it has %d bytes, but the run's record of its destination says %s: %s",
 			path, e.Epoch, fi.Size(), e.holds(), refuseHint)
