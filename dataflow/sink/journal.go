@@ -26,8 +26,9 @@ import (
 // Every object is checksummed by the store itself; the decoders below only
 // have to reject what is well-formed but not an entry.
 
-// journalDir is the journal's directory under a run's prefix.
-const journalDir = "destination/"
+// JournalDir is the journal's directory under a run's prefix: executors
+// that list their namespace find its objects there.
+const JournalDir = "destination/"
 
 // Journal is a sink's record of its destination in durable shared storage.
 // A sink without one (tests of the sink alone, the reference executor)
@@ -44,7 +45,7 @@ type Journal struct {
 // NewJournal is the journal of the run whose namespace in store is
 // runPrefix (run.RunPrefix).
 func NewJournal(ctx context.Context, store storage.Store, runPrefix string) *Journal {
-	return &Journal{store: store, prefix: runPrefix + journalDir, ctx: context.WithoutCancel(ctx)}
+	return &Journal{store: store, prefix: runPrefix + JournalDir, ctx: context.WithoutCancel(ctx)}
 }
 
 func (j *Journal) name(rel string) string { return j.prefix + rel }
