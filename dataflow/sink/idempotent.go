@@ -75,8 +75,9 @@ type idempotentSink struct {
 	journal *Journal
 	// recorded is the row count the journal last recorded (-1: none);
 	// recMu serialises Commit's records.
-	recMu    sync.Mutex
-	recorded int64
+	recMu      sync.Mutex
+	recorded   int64
+	recordedAt time.Time
 
 	dmu     sync.Mutex
 	damaged error // set by guard: the store is not used again
@@ -284,10 +285,23 @@ func (s *idempotentSink) Writer(subtask, attempt int) (Writer, error) {
 	return &idempotentWriter{writerBase: wb, s: s}, nil
 }
 
-// Commit records the store's row count: every epoch <= epoch is in it (its
-// flushes returned), so a resumed run that finds fewer rows has lost some.
+// countEvery spaces the records of the row count: each is a Put in
+// durable storage, and a batch every few milliseconds should not pay one
+// each. The count is a lower bound, so an older one is still a valid check
+// (the store's id is what catches a deleted or replaced store).
+var countEvery = time.Second
+
+// Commit records the store's row count, at most every countEvery: every
+// epoch <= epoch is in it (its flushes returned), so a resumed run that
+// finds fewer rows has lost some.
 func (s *idempotentSink) Commit(int64) error {
 	if s.journal == nil {
+		return nil
+	}
+	s.recMu.Lock()
+	due := time.Since(s.recordedAt) >= countEvery
+	s.recMu.Unlock()
+	if !due {
 		return nil
 	}
 	var rows int64
@@ -302,7 +316,7 @@ func (s *idempotentSink) Commit(int64) error {
 	if err := s.journal.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows})); err != nil {
 		return err
 	}
-	s.recorded = rows
+	s.recorded, s.recordedAt = rows, time.Now()
 	return nil
 }
 
