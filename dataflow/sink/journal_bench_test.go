@@ -57,3 +57,43 @@ func BenchmarkCommittedFlush(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkJournalSteps measures the two steps the journal adds to a
+// transactional epoch on their own, as fsync latency on a shared disk
+// drowns them in BenchmarkCommittedFlush: recording one entry (a Put in a
+// local store) and reading a staged file back for its checksum.
+func BenchmarkJournalSteps(b *testing.B) {
+	b.Run("record-entry", func(b *testing.B) {
+		st, err := storage.Open(context.Background(), "file://"+b.TempDir(), storage.Options{})
+		must(b, err, "storage")
+		defer st.Close()
+		j := NewJournal(context.Background(), st, "bench/job/run/")
+		e := stagedEntry{File: "e1-s0-a0-p0.parquet", Epoch: 1, Rows: 1, Size: 1}
+		for b.Loop() {
+			must(b, j.put(stagedEntryDir+e.File, encodeStagedEntry(e)), "put")
+		}
+	})
+	for _, n := range []int{1 << 12, 1 << 16} {
+		b.Run(fmt.Sprintf("verify-staged/rows=%d", n), func(b *testing.B) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(b, 0)
+			dir := b.TempDir()
+			s := openSink(b, dir, Transactional, Parquet, testLayout(), mem)
+			defer s.Close()
+			w, err := s.Writer(0, 0)
+			must(b, err, "writer")
+			batch := batchOf(b, mem, testLayout(), benchRows(n), nil)
+			must(b, w.Write(0, batch), "write")
+			batch.Release()
+			must(b, w.Flush(0), "flush")
+			must(b, w.Close(), "close")
+			path := dir + "/" + StagingDir + "/e0-s0-a0-p0.parquet"
+			var size int64
+			for b.Loop() {
+				size, _, err = fileCRC(path)
+				must(b, err, "crc")
+			}
+			b.SetBytes(size)
+		})
+	}
+}

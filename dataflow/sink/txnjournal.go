@@ -17,11 +17,13 @@ import (
 // for every staged file before it returns, so every epoch a complete
 // recovery point covers has its entries in durable storage. The entries
 // keep one invariant that lets a missing file be told from a published one:
-// an entry names a file that is staged, or that was published under its
-// visible name; a staged file is removed only after its entry is deleted,
-// and before a file is published every other entry for its visible name is
-// deleted. So once published, a visible name has exactly one entry, which
-// says what it holds.
+// an entry of an epoch a recovery point covers names a file that is staged,
+// or that was published under its visible name (its flush returned, so the
+// file was staged; a staged file is removed only after its entry is
+// deleted, and before a file is published every other entry for its
+// visible name is deleted). So once published, a visible name has exactly
+// one entry, which says what it holds. Entries of newer epochs may name a
+// file a crash kept from being staged; Recover drops those.
 
 // refuseHint ends every refusal: what a damaged destination leaves a user
 // to do. Rows a complete recovery point covers are not produced again, so
