@@ -187,9 +187,11 @@ func (s *txnSink) step(step, name string) error {
 // onto its visible name, replacing a file an earlier attempt published for
 // the same epoch, subtask and part. Each rename is atomic, so a crash at any
 // point leaves every staged file either still staged or published; running
-// Commit (or Recover) again publishes the rest. Files are moved in (epoch,
-// subtask, attempt, part) order, so if two attempts staged the same epoch
-// the later attempt's rows are the ones left visible.
+// Commit (or Recover) again publishes the rest. If two attempts staged the
+// same epoch, subtask and part, the later attempt's file is published and
+// the earlier one dropped. With a journal attached, each file is compared
+// with its entry first and a damaged or unknown one is refused, never
+// published (txnjournal.go).
 func (s *txnSink) Commit(epoch int64) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
@@ -252,7 +254,7 @@ func (s *txnSink) recoverLocked(complete int64) error {
 	for _, f := range files {
 		if f.epoch > complete {
 			// The entry goes first: an entry then always names a file
-			// that is staged or was published (journal.go).
+			// that is staged or was published (txnjournal.go).
 			if err := s.forget(f.name); err != nil {
 				return err
 			}
