@@ -49,6 +49,10 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diskphase: %w", err)
 	}
+	if err := env.AttachDestination(ctx, x.names.root); err != nil {
+		x.closeShared()
+		return nil, fmt.Errorf("diskphase: %w", err)
+	}
 	if e.result != nil {
 		e.result(x)
 	}

@@ -121,6 +121,20 @@ func (e *Env) Close() error {
 	return first
 }
 
+// AttachDestination gives the sink, when it keeps state in the output
+// directory that a resumed run relies on (sink.Attacher), its journal in
+// durable storage under runPrefix, the run's namespace, and has it check
+// the directory against what the journal says it holds. Every executor
+// with durable storage calls it once it knows its run id, before it uses
+// the sink; an error is a damaged destination, named, to stop the run on.
+func (e *Env) AttachDestination(ctx context.Context, runPrefix string) error {
+	a, ok := e.Sink.(sink.Attacher)
+	if !ok || e.Store == nil {
+		return nil
+	}
+	return a.Attach(sink.NewJournal(ctx, e.Store, runPrefix))
+}
+
 // Executor runs a job under one recovery model.
 type Executor interface {
 	// Name is the value of --executor.
