@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -89,16 +90,25 @@ type Env struct {
 	Alloc   memory.Allocator
 	Faults  *fault.Injector
 	Log     *slog.Logger
+
+	// patient is PatientStore's one outage clock, made on first use: the
+	// executor's calls and the sink's journal wait out the same outage.
+	patientOnce sync.Once
+	patient     *storage.Patient
 }
 
 // PatientStore is the run's storage, waiting out an outage up to
 // Config.StorageOutageLimit with the waits logged (see storage.Patient).
+// Every call returns the same one, so a run has one outage clock.
 func (e *Env) PatientStore() *storage.Patient {
-	limit := e.Config.StorageOutageLimit
-	if limit <= 0 {
-		limit = storage.OutageLimit(e.Config.StorageTimeout)
-	}
-	return storage.NewPatient(e.Store, limit, e.Log)
+	e.patientOnce.Do(func() {
+		limit := e.Config.StorageOutageLimit
+		if limit <= 0 {
+			limit = storage.OutageLimit(e.Config.StorageTimeout)
+		}
+		e.patient = storage.NewPatient(e.Store, limit, e.Log)
+	})
+	return e.patient
 }
 
 // Close releases the sources, the sink and the store.
@@ -132,7 +142,10 @@ func (e *Env) AttachDestination(ctx context.Context, runPrefix string) error {
 	if !ok || e.Store == nil {
 		return nil
 	}
-	return a.Attach(sink.NewJournal(ctx, e.Store, runPrefix))
+	// The journal waits out a storage outage like the executor's own calls
+	// do, on the same clock, instead of failing a flush at the first
+	// unanswered call.
+	return a.Attach(sink.NewJournal(ctx, e.PatientStore().Store(), runPrefix))
 }
 
 // Executor runs a job under one recovery model.
