@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -530,6 +531,13 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord,
 	rec, err := run.ReadRunRecord(cfg.Output)
 	switch {
 	case errors.Is(err, run.ErrNoRunRecord):
+		// An output directory that holds a run's files but no record lost
+		// it (deleted, or never synced by a crashed writer): damage to
+		// report, not a flag to change.
+		if inUse, uerr := run.OutputInUse(cfg.Output); uerr == nil && inUse {
+			return rec, fmt.Errorf("run record %s is missing, yet %s holds a run's output: without the record the run cannot be resumed (it names the run and the flags it ran with); --overwrite starts a new run there",
+				filepath.Join(cfg.Output, run.RunRecordName), cfg.Output)
+		}
 		return rec, usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
 	case errors.Is(err, run.ErrRunRecordDamaged):
 		return rec, err // damage, not a flag to change: exit 1

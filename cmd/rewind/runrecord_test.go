@@ -49,3 +49,25 @@ func TestResumeWithDamagedRunRecordNamesTheFile(t *testing.T) {
 		t.Fatalf("resume over a flipped byte: exit %d, stderr %q; want exit 1 and one line starting %q", code, stderr, want)
 	}
 }
+
+// A run record deleted from an output directory that still holds the run's
+// files is damage (exit 1, naming the file), not a usage error: the user
+// gave the right --output.
+func TestResumeWithDeletedRunRecordNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	out, store := filepath.Join(dir, "out"), "file://"+filepath.Join(dir, "store")
+	args := []string{"run", "--executor", "microbatch", "--job", "keyed-count", "--input", "gen:records=2000,keys=40,seed=5",
+		"--output", out, "--storage", store, "--max-disorder", "5ms"}
+	if code, _, stderr := rewind(t, args...); code != 0 {
+		t.Fatalf("the recorded run: exit %d: %s", code, stderr)
+	}
+	path := filepath.Join(out, run.RunRecordName)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := rewind(t, append(args, "--resume")...)
+	want := "rewind: run record " + path + " is missing, yet " + out + " holds a run's output"
+	if code != exitFailure || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("resume after the record was deleted: exit %d, stderr %q; want exit 1 and one line starting %q", code, stderr, want)
+	}
+}
