@@ -1,11 +1,16 @@
 # rewind: every target works on a fresh clone with only Go installed.
 GO ?= go
 
-.PHONY: test demo bench build lint
+.PHONY: test demo bench build lint soak
 
 ## test: gofmt, vet, and the whole suite under -race, with a local S3 server
 test:
 	./scripts/test.sh
+
+## soak: the reliability campaign (SOAK_SCHEDULES per executor and barrier mode, default 1000;
+## SOAK_SEED replays one), then scripts/fuzz.sh if present; writes docs/reliability.md
+soak:
+	./scripts/soak.sh
 
 ## demo: run the main job on embedded defaults (generated input, local storage)
 demo:

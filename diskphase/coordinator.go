@@ -24,7 +24,11 @@ import (
 // incarnation recovers from durable storage alone; nothing here is handed
 // to it except the configuration any process would be started with.
 type execution struct {
-	env         *run.Env
+	env *run.Env
+	// store is env.Store waiting out an outage (run.Env.PatientStore): a
+	// unit's write or a ledger entry waits for storage that stopped
+	// answering, up to the run's limit.
+	store       storage.Store
 	topo        *topology
 	splits      []split
 	plan        RunPlan
@@ -162,7 +166,7 @@ func (x *execution) runCoordinators(ctx context.Context) error {
 func (c *coordinator) start(ctx context.Context) error {
 	x := c.x
 	t0 := time.Now()
-	store := x.env.Store
+	store := x.store
 	if err := x.checkRunPlan(ctx); err != nil {
 		return err
 	}
@@ -252,13 +256,13 @@ func resumedFrom(d *durableState) *run.ResumedFrom {
 // checkRunPlan writes run.json on the first start and checks it after.
 func (x *execution) checkRunPlan(ctx context.Context) error {
 	name := x.names.runPlan()
-	data, err := x.env.Store.Get(ctx, name)
+	data, err := x.store.Get(ctx, name)
 	if errors.Is(err, storage.ErrNotFound) {
 		b, err := json.Marshal(x.plan)
 		if err != nil {
 			return err
 		}
-		return x.env.Store.Put(ctx, name, b)
+		return x.store.Put(ctx, name, b)
 	}
 	if err != nil {
 		return fmt.Errorf("reading the run plan: %w", err)
@@ -277,12 +281,12 @@ func (x *execution) checkRunPlan(ctx context.Context) error {
 // only input of restore().
 func (x *execution) loadDurable(ctx context.Context) (*durableState, error) {
 	d := emptyDurable()
-	objs, err := x.env.Store.List(ctx, x.names.root)
+	objs, err := x.store.List(ctx, x.names.root)
 	if err != nil {
 		return nil, err
 	}
 	get := func(name string, v any) error {
-		data, err := x.env.Store.Get(ctx, name)
+		data, err := x.store.Get(ctx, name)
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)
 		}
@@ -381,7 +385,7 @@ func (c *coordinator) exec(ctx context.Context, a action) error {
 		if err != nil {
 			return err
 		}
-		if err := x.env.Store.Put(ctx, x.names.jobPlan(a.Plan.Job), b); err != nil {
+		if err := x.store.Put(ctx, x.names.jobPlan(a.Plan.Job), b); err != nil {
 			return err
 		}
 		x.met.planned(a.Plan.Job, time.Now())
@@ -406,7 +410,7 @@ func (c *coordinator) exec(ctx context.Context, a action) error {
 		if err != nil {
 			return err
 		}
-		if err := x.env.Store.Put(ctx, x.names.ledger(a.Unit), b); err != nil {
+		if err := x.store.Put(ctx, x.names.ledger(a.Unit), b); err != nil {
 			return err
 		}
 		x.met.recorded(a.Unit, lost)
@@ -633,7 +637,7 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 	appendMode := x.env.Sink.Mode() == sink.Append
 	published := map[int]bool{}
 	if appendMode {
-		objs, err := x.env.Store.List(ctx, x.names.publishedDir(a.Job))
+		objs, err := x.store.List(ctx, x.names.publishedDir(a.Job))
 		if err != nil {
 			return err
 		}
@@ -676,7 +680,7 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			}
 		}
 		if appendMode {
-			if err := x.env.Store.Put(ctx, x.names.published(a.Job, p.Subtask), nil); err != nil {
+			if err := x.store.Put(ctx, x.names.published(a.Job, p.Subtask), nil); err != nil {
 				return err
 			}
 		}
@@ -694,7 +698,7 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 	if err != nil {
 		return err
 	}
-	if err := x.env.Store.Put(ctx, x.names.success(a.Job), b); err != nil {
+	if err := x.store.Put(ctx, x.names.success(a.Job), b); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -760,7 +764,7 @@ func (c *coordinator) collect(ctx context.Context, j int) error {
 // sweepCollectable deletes, in one listing, everything collect would have
 // deleted for the jobs up to last (all committed).
 func (x *execution) sweepCollectable(ctx context.Context, last int) error {
-	objs, err := x.env.Store.List(ctx, x.names.root)
+	objs, err := x.store.List(ctx, x.names.root)
 	if err != nil {
 		return err
 	}
@@ -783,7 +787,7 @@ func (x *execution) sweepCollectable(ctx context.Context, last int) error {
 			strings.HasPrefix(sub, "map/") && j <= mapUpTo ||
 			strings.HasPrefix(sub, "state/") && j <= last-2
 		if del {
-			if err := x.env.Store.Delete(ctx, o.Name); err != nil {
+			if err := x.store.Delete(ctx, o.Name); err != nil {
 				return err
 			}
 		}
@@ -792,12 +796,12 @@ func (x *execution) sweepCollectable(ctx context.Context, last int) error {
 }
 
 func (x *execution) deletePrefix(ctx context.Context, prefix string) error {
-	objs, err := x.env.Store.List(ctx, prefix)
+	objs, err := x.store.List(ctx, prefix)
 	if err != nil {
 		return err
 	}
 	for _, o := range objs {
-		if err := x.env.Store.Delete(ctx, o.Name); err != nil {
+		if err := x.store.Delete(ctx, o.Name); err != nil {
 			return err
 		}
 	}
@@ -823,7 +827,7 @@ func (x *execution) finalSweep(ctx context.Context) error {
 			keep[e.State.Name] = true
 		}
 	}
-	objs, err := x.env.Store.List(ctx, x.names.root)
+	objs, err := x.store.List(ctx, x.names.root)
 	if err != nil {
 		return err
 	}
@@ -836,7 +840,7 @@ func (x *execution) finalSweep(ctx context.Context) error {
 		sub := rest[i+1:]
 		if strings.HasPrefix(sub, "map/") || strings.HasPrefix(sub, "out/") || strings.HasPrefix(sub, "published/") ||
 			(strings.HasPrefix(sub, "state/") && !keep[o.Name]) {
-			if err := x.env.Store.Delete(ctx, o.Name); err != nil {
+			if err := x.store.Delete(ctx, o.Name); err != nil {
 				return err
 			}
 		}

@@ -49,6 +49,10 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diskphase: %w", err)
 	}
+	if err := env.AttachDestination(ctx, x.names.root); err != nil {
+		x.closeShared()
+		return nil, fmt.Errorf("diskphase: %w", err)
+	}
 	if e.result != nil {
 		e.result(x)
 	}
@@ -141,7 +145,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		}
 	}
 	x := &execution{
-		env: env, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
+		env: env, store: env.PatientStore().Store(), topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
 		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress), handover: newHandoverLog(),
 		trace: e.trace,
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),

@@ -184,7 +184,7 @@ func (a *attempt) materialise(pipe *putPipe, name string, names []string, cols [
 
 // fetch reads a materialised file and checks it against its ledger entry.
 func (x *execution) fetch(ctx context.Context, ref FileRef, producer UnitID) ([]byte, error) {
-	data, err := x.env.Store.Get(ctx, ref.Name)
+	data, err := x.store.Get(ctx, ref.Name)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return nil, &fileBadError{producer: producer, file: ref.Name, reason: "is missing"}
@@ -448,7 +448,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 	}
 	ent.EOF = ent.EOF || t.KnownEOF
 
-	pipe := newPutPipe(ctx, x.env.Store)
+	pipe := newPutPipe(ctx, x.store)
 	defer pipe.wait()
 	for r, part := range pt.parts {
 		name := x.names.mapFile(t.Job, t.Split, a.num, r)
@@ -551,7 +551,7 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 		ent.LateRows = lc.LateRows()
 	}
 
-	pipe := newPutPipe(ctx, x.env.Store)
+	pipe := newPutPipe(ctx, x.store)
 	defer pipe.wait()
 	if st, ok := op.(operator.Stateful); ok {
 		names, cols, err := snapshotColumns(st)

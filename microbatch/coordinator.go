@@ -72,6 +72,10 @@ type coordinator struct {
 	commitVer    map[int64]int64 // batch -> state version (retention)
 	manifestMin  map[int64]int64 // state version -> oldest object version it refers to
 
+	// replay holds the logged batches to run again after a fallback, by
+	// batch id (fallback.go); planning takes them instead of a new plan.
+	replay map[int64]*offsetsEntry
+
 	// next is the batch planned ahead while cur waits for its commit entry
 	// and publish (see PlanningAhead), nil if none.
 	next *aheadPlan
@@ -109,7 +113,7 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 		return nil, err
 	}
 	c := &coordinator{
-		env: env, opts: opts, store: env.Store, prefix: runPrefix(env.Job.Name, runID), topo: topo,
+		env: env, opts: opts, store: env.PatientStore().Store(), prefix: runPrefix(env.Job.Name, runID), topo: topo,
 		par: opts.parallelism, alloc: env.Alloc, m: NewMachine(opts.trigger), met: met, faults: env.Faults,
 		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1), async: make(chan asyncResult, 2),
 		commitVer: map[int64]int64{}, manifestMin: map[int64]int64{}, lastGC: -1,
@@ -382,55 +386,60 @@ func (c *coordinator) restore(ctx context.Context) (RestartPlan, error) {
 			c.idx[c.topo.stages[si].ID] = &[keygroup.Count]string{}
 		}
 	}
+	ls := loadedState{}
 	if rp.LastCommitted >= 0 {
-		ce, err := c.readCommit(ctx, rp.LastCommitted)
+		// The newest committed batch that reads whole, and the batches to
+		// run again after it (fallback.go).
+		pt, chain, err := c.restorePoint(ctx, l, rp)
 		if err != nil {
 			return rp, err
 		}
-		oe, err := c.readOffsets(ctx, rp.LastCommitted)
-		if err != nil {
-			return rp, err
-		}
-		for i, r := range oe.Ranges {
+		ls = pt.ls
+		for i, r := range pt.oe.Ranges {
 			c.ends[i] = r.End
 		}
-		c.tracker, c.wm = oe.Tracker, oe.Watermark
-		c.stateVersion = ce.StateVersion
-		c.commitVer[ce.Batch] = ce.StateVersion
-		if ce.StateVersion >= 0 {
-			idx, full, minObj, err := c.readManifest(ctx, ce.StateVersion)
-			if err != nil {
+		c.tracker, c.wm = pt.oe.Tracker, pt.oe.Watermark
+		c.stateVersion = pt.ce.StateVersion
+		c.commitVer[pt.batch] = pt.ce.StateVersion
+		c.idx = pt.idx
+		if pt.ce.StateVersion >= 0 {
+			if pt.full {
+				c.lastFull = pt.ce.StateVersion
+			} else {
+				c.lastFull = pt.minObj
+			}
+		}
+		rp.LastCommitted, rp.Rerun = pt.batch, -1
+		c.committed = pt.batch
+		if len(chain) > 0 {
+			rp.Rerun = chain[0].Batch
+			c.cur, c.curRerun = chain[0], true
+			c.replay = map[int64]*offsetsEntry{}
+			for _, e := range chain[1:] {
+				c.replay[e.Batch] = e
+			}
+		}
+	} else if rp.Rerun >= 0 {
+		oe, err := c.readOffsets(ctx, rp.Rerun)
+		if err == nil {
+			err = startsAt(oe, rp.LastCommitted, c.ends)
+		}
+		switch {
+		case err == nil:
+			c.cur, c.curRerun = oe, true
+		case stopsFallback(ctx, err):
+			return rp, err
+		default:
+			if err := c.unreadableRerun(rp.Rerun, "", err); err != nil {
 				return rp, err
 			}
-			c.idx = idx
-			if full {
-				c.lastFull = ce.StateVersion
-			} else {
-				c.lastFull = minObj
-			}
+			rp.Rerun = -1
 		}
 	}
-	if rp.Rerun >= 0 {
-		oe, err := c.readOffsets(ctx, rp.Rerun)
-		if err != nil {
-			return rp, err
-		}
-		for i, r := range oe.Ranges {
-			if r.Start != c.ends[i] {
-				return rp, fmt.Errorf("offsets/%d starts partition %s at %d, but batch %d ended it at %d: the log is damaged",
-					rp.Rerun, r.Partition, r.Start, rp.LastCommitted, c.ends[i])
-			}
-		}
-		c.cur, c.curRerun = oe, true
-	}
+	defer ls.release()
 	if err := c.env.Sink.Recover(rp.LastCommitted); err != nil {
 		return rp, fmt.Errorf("recovering the sink to batch %d: %w", rp.LastCommitted, err)
 	}
-	ls, err := loadState(ctx, c.store, c.prefix, c.idx, func(string, int) bool { return true }, c.alloc)
-	if err != nil {
-		return rp, fmt.Errorf("restoring state version %d: %w", c.stateVersion, err)
-	}
-	defer ls.release()
 	ws := make([]*worker, c.par)
 	for i := range ws {
 		w, err := c.newWorker(ctx, i, ls, nil)
@@ -778,6 +787,17 @@ func (c *coordinator) waitUntil(ctx context.Context, at time.Time) (Event, error
 // readers hold now, at most MaxBatchRecords in total.
 func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 	t0 := time.Now()
+	if e := c.replayed(n); e != nil {
+		// Batch n ran before a fallback: it runs again as logged.
+		if ahead {
+			c.next = &aheadPlan{e: e, planStart: t0}
+			return Planned{}, nil
+		}
+		c.cur, c.curRerun, c.curAhead, c.capped = e, false, false, false
+		c.planStart = t0
+		c.steps = stepTotals{}
+		return Planned{}, nil
+	}
 	nparts := len(c.topo.parts)
 	// Planned ahead, batch n follows the batch in flight, not the
 	// committed one.
@@ -818,7 +838,8 @@ func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 	}
 	tr := eventtime.NewTracker(nparts, c.env.Job.Params.MaxDisorder)
 	tr.Restore(tracker)
-	e := &offsetsEntry{Format: formatVersion, Batch: n, Job: c.env.Job.Name, WatermarkBefore: wm, PlannedUnixNano: t0.UnixNano()}
+	e := &offsetsEntry{Format: formatVersion, Batch: n, Job: c.env.Job.Name, WatermarkBefore: wm, PlannedUnixNano: t0.UnixNano(),
+		Parallelism: c.par}
 	var rows int64
 	for _, p := range c.topo.parts {
 		g := p.global

@@ -107,6 +107,10 @@ type offsetsEntry struct {
 	Tracker   eventtime.State `json:"tracker"`
 	// PlannedUnixNano is when the batch was planned (for progress only).
 	PlannedUnixNano int64 `json:"planned_unix_nano"`
+	// Parallelism is the number of sink subtasks the batch was planned for
+	// (0 in entries written before it was recorded). A fallback re-runs
+	// published epochs only at a parallelism at least this (fallback.go).
+	Parallelism int `json:"parallelism,omitempty"`
 }
 
 func (e *offsetsEntry) rows() int64 {

@@ -185,6 +185,9 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 	if !validStageID(runID) {
 		return nil, fmt.Errorf("microbatch: run id %q: use letters, digits, _ and - only", runID)
 	}
+	if err := env.AttachDestination(ctx, runPrefix(env.Job.Name, runID)); err != nil {
+		return nil, fmt.Errorf("microbatch: %w", err)
+	}
 	if opts.lineage {
 		topo, err := newTopology(env.Job, env.Sources, opts.parallelism)
 		if err != nil {

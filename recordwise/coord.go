@@ -222,7 +222,7 @@ func (c *coordLoop) fatal(err error) {
 
 func (c *coordLoop) exec(actions []checkpoint.Action) {
 	ctx := c.inc.coordCtx
-	store := c.inc.env.Store
+	store := c.inc.storeOnce
 	for _, a := range actions {
 		if c.dead || ctx.Err() != nil {
 			c.dead = true
@@ -283,6 +283,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			}
 			c.exec(c.co.MetadataWritten(time.Now(), a.ID))
 		case checkpoint.NotifyComplete:
+			c.inc.forgetCheckpoints(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			if !c.point(PointSinkBeforeCommit) {
 				return
@@ -316,8 +317,17 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			for _, t := range c.inc.tasks {
 				t.post(ctrlMsg{kind: ctrlAbort, id: a.ID})
 			}
+			if err := c.inc.patient.Err(); err != nil {
+				c.fatal(fmt.Errorf("checkpoint %d failed: %w", a.ID, err))
+				return
+			}
 			if a.ID == c.finalID {
 				c.finalID = 0
+				// While storage does not answer, the outage limit above
+				// bounds the retries, not this count.
+				if c.inc.patient.Outage() > 0 {
+					continue
+				}
 				if c.finalErr++; c.finalErr >= maxFinalAttempts {
 					c.fatal(fmt.Errorf("the final checkpoint failed %d times in a row, last: %s %s", c.finalErr, a.Reason, a.Detail))
 					return

@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/state"
+	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -68,6 +69,10 @@ type incarnation struct {
 	// writers still running for them stop instead of leaving orphans.
 	abandonedMu sync.Mutex
 	abandoned   map[checkpoint.ID]bool
+	// ckCtx cancels the part writes of a checkpoint when it is abandoned,
+	// so the writes of a checkpoint given up on a storage stall do not
+	// pile up behind the next ones.
+	ckCtx map[checkpoint.ID]ckCancel
 
 	outMu   sync.Mutex
 	outcome *outcome
@@ -85,6 +90,13 @@ type shared struct {
 	runID  string
 	prefix string
 	obs    *observer
+	// patient is the run's clock on storage outages. Restores and the
+	// listings of a recovery read through its retrying Store; a part or
+	// metadata write makes one attempt (storeOnce): a failed write fails
+	// its recovery point and the next one retries, until storage has not
+	// answered for the run's limit.
+	patient   *storage.Patient
+	storeOnce storage.Store
 }
 
 type outcomeKind uint8
@@ -530,12 +542,15 @@ func (inc *incarnation) partWriter(j partJob) {
 		OutputWatermark: ck.outWM}
 	var stateBytes, inFlightBytes, inFlightRecords int64
 	written := 0
+	ctx, cancel := context.WithCancel(j.ctx)
+	defer cancel()
+	defer context.AfterFunc(inc.checkpointCtx(id), cancel)()
 	put := func(key string, data []byte) bool {
-		if j.ctx.Err() != nil || inc.isAbandoned(id) {
-			return false // a dead worker starts no write
+		if ctx.Err() != nil || inc.isAbandoned(id) {
+			return false // a dead worker or an abandoned checkpoint starts no write
 		}
-		if err := inc.env.Store.Put(j.ctx, inc.prefix+key, data); err != nil {
-			if j.ctx.Err() == nil {
+		if err := inc.storeOnce.Put(ctx, inc.prefix+key, data); err != nil {
+			if ctx.Err() == nil {
 				inc.coord.decline(id, j.task, "writing part: "+err.Error())
 			}
 			return false
@@ -666,7 +681,49 @@ func (inc *incarnation) abandon(id checkpoint.ID) {
 		inc.abandoned = map[checkpoint.ID]bool{}
 	}
 	inc.abandoned[id] = true
+	if c, ok := inc.ckCtx[id]; ok {
+		c.cancel()
+		delete(inc.ckCtx, id)
+	}
 	inc.abandonedMu.Unlock()
+}
+
+type ckCancel struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// checkpointCtx is cancelled when checkpoint id is abandoned.
+func (inc *incarnation) checkpointCtx(id checkpoint.ID) context.Context {
+	inc.abandonedMu.Lock()
+	defer inc.abandonedMu.Unlock()
+	if c, ok := inc.ckCtx[id]; ok {
+		return c.ctx
+	}
+	ctx, cancel := context.WithCancel(inc.ctx)
+	if inc.abandoned[id] {
+		cancel()
+		return ctx
+	}
+	if inc.ckCtx == nil {
+		inc.ckCtx = map[checkpoint.ID]ckCancel{}
+	}
+	inc.ckCtx[id] = ckCancel{ctx, cancel}
+	return ctx
+}
+
+// forgetCheckpoints drops the contexts of checkpoints up to id once id is
+// complete: its parts are durable, and older ones are complete or
+// abandoned.
+func (inc *incarnation) forgetCheckpoints(id checkpoint.ID) {
+	inc.abandonedMu.Lock()
+	defer inc.abandonedMu.Unlock()
+	for k, c := range inc.ckCtx {
+		if k <= id {
+			c.cancel()
+			delete(inc.ckCtx, k)
+		}
+	}
 }
 
 func (inc *incarnation) isAbandoned(id checkpoint.ID) bool {

@@ -153,7 +153,7 @@ func deleteCheckpoint(ctx context.Context, store storage.Store, prefix string, i
 // read. Checkpoints with parts but no metadata are deleted first: nothing
 // can complete them any more.
 func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint.RestorePlan, error) {
-	store := inc.env.Store
+	store := inc.patient.Store()
 	listing, parts, err := listCheckpoints(ctx, store, inc.prefix)
 	if err != nil {
 		return nil, checkpoint.RestorePlan{}, fmt.Errorf("listing recovery points: %w", err)
@@ -161,7 +161,7 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 	plan := checkpoint.Restore(listing)
 	inc.listing, inc.rplan, inc.partCounts = listing, plan, parts
 	if h := inc.opts.hooks.onRestore; h != nil {
-		h(store, inc.prefix, listing, plan)
+		h(inc.env.Store, inc.prefix, listing, plan)
 	}
 	for _, id := range plan.Discard {
 		if err := deleteCheckpoint(ctx, store, inc.prefix, id); err != nil {
@@ -185,10 +185,13 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 			}
 			return rp, plan, nil
 		}
-		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.As(err, new(run.RefusedError)) {
+		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.As(err, new(run.RefusedError)) ||
+			errors.Is(err, storage.ErrUnreachable) {
 			// An in-flight refusal is not an unreadable point: an older
 			// one would restore, but from further back than the newest
 			// good point, and the note would call that one unreadable.
+			// Nor is storage that does not answer (the wait already
+			// reached the run's limit).
 			return nil, plan, err
 		}
 		errs = append(errs, fmt.Sprintf("%d: %v", id, err))
@@ -198,7 +201,7 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 
 // load reads recovery point id whole, or fails without keeping anything.
 func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restoredPoint, err error) {
-	store := inc.env.Store
+	store := inc.patient.Store()
 	rp = &restoredPoint{found: true, id: id, parts: map[checkpoint.TaskID]*loadedPart{},
 		opStates: map[string][]operator.KeyGroupState{}, sources: map[string]map[string]partitionState{}}
 	defer func() {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -77,6 +78,15 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	contestants, err := bench.ParseContestants(f.contestants, executorNames())
 	if err != nil {
 		return usageError{err}
+	}
+	var names []string
+	for _, c := range contestants {
+		if !slices.Contains(names, c.Executor) {
+			names = append(names, c.Executor)
+		}
+	}
+	if err := checkExecutorFlags(cmd.Flags(), names...); err != nil {
+		return err
 	}
 	faults := bench.Faults{None: f.noFails, Specs: cfg.Fails}
 	for _, s := range faults.Specs {

@@ -39,6 +39,9 @@ when one fails).`,
 			if err := storage.CheckURL(url); err != nil {
 				return usageError{err}
 			}
+			if err := checkS3Endpoint(url, endpoint); err != nil {
+				return err
+			}
 			if format != "text" && format != "json" {
 				return usagef("invalid --format %q: allowed are text, json", format)
 			}

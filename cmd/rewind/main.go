@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -81,9 +82,40 @@ after a crash.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
 	root.AddCommand(newRunCmd(stdout, stderr), newBenchCmd(stdout, stderr), newTraceCmd(stdout, stderr), newInspectCmd())
 	return root
+}
+
+// pflagInvalid is how pflag reports a value its parser refused, with the
+// parser's own text last ("strconv.ParseInt: parsing \"two\": invalid
+// syntax").
+var pflagInvalid = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?--([\w-]+)" flag: `)
+
+// flagError rewrites pflag's error for a value it could not parse into one
+// line saying which flag, what was given and what is allowed; other flag
+// errors pass unchanged.
+func flagError(cmd *cobra.Command, err error) error {
+	m := pflagInvalid.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	value, name := m[1], m[2]
+	want := "see rewind " + cmd.Name() + " --help"
+	if fl := cmd.Flags().Lookup(name); fl != nil {
+		switch fl.Value.Type() {
+		case "int", "int64":
+			want = "want a whole number"
+			if strings.Contains(err.Error(), "value out of range") {
+				want = "out of range; want a smaller whole number"
+			}
+		case "duration":
+			want = "want a duration with a unit, such as 500ms, 2s or 1m30s"
+		case "bool":
+			want = "want true or false"
+		}
+	}
+	return fmt.Errorf("invalid --%s %q: %s", name, value, want)
 }
 
 // isCobraUsage recognises cobra's own argument errors (unknown command,

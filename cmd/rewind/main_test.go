@@ -31,6 +31,14 @@ func rewind(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// quickSettings are the flags, per executor, that make a small run take
+// several recovery points, batches or finite jobs.
+var quickSettings = map[string][]string{
+	"microbatch": {"--trigger", "5ms"},
+	"recordwise": {"--checkpoint-interval", "5ms"},
+	"diskphase":  {"--job-records", "1000"},
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
@@ -132,29 +140,31 @@ func TestRunKeyedCountReferenceEqualsIndependentCount(t *testing.T) {
 func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string][]string{
-		"allowed are etl":         {"run", "--job", "nope"},
-		"allowed are":             {"run", "--executor", "flink"},
-		"aligned, unaligned":      {"run", "--barriers", "half"},
-		"append, idempotent":      {"run", "--sink-mode", "maybe"},
-		"parquet, csv":            {"run", "--output-format", "xml"},
-		"1..128":                  {"run", "--parallelism", "0"},
-		"must be positive":        {"run", "--trigger", "0s"},
-		"text, json":              {"run", "--summary", "yaml"},
-		"auto, bar, json, none":   {"run", "--progress", "dots"},
-		"after-records":           {"run", "--executor", "microbatch", "--fail", "worker=1"},
-		"failure-free":            {"run", "--executor", "reference", "--fail", "worker=0,after-records=5"},
-		"NAME=SPEC":               {"run", "--job", "join", "--input", "gen:records=5"},
-		"also needs payments":     {"run", "--job", "join", "--input", "orders=gen:records=5"},
-		"has no input":            {"run", "--input", "left=gen:records=5"},
-		"unknown flag":            {"run", "--colour"},
-		"invalid argument":        {"run", "--parallelism", "two"},
-		"unknown command":         {"frobnicate"},
-		"gen: unknown":            {"run", "--input", "gen:recs=5", "--output", filepath.Join(dir, "o")},
-		"whole milliseconds":      {"run", "--window", "1500us"},
-		"--list-fail-points":      {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
-		"worker 7 does not exist": {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
-		`unknown point "nowhere"`: {"run", "--executor", "recordwise", "--fail", "worker=1,after-records=5,after-point=nowhere"},
-		"lineage, rerun-batch":    {"run", "--lost-piece-recovery", "sometimes"},
+		"allowed are etl":       {"run", "--job", "nope"},
+		"allowed are":           {"run", "--executor", "flink"},
+		"aligned, unaligned":    {"run", "--barriers", "half"},
+		"append, idempotent":    {"run", "--sink-mode", "maybe"},
+		"parquet, csv":          {"run", "--output-format", "xml"},
+		"1..128":                {"run", "--parallelism", "0"},
+		"must be positive":      {"run", "--executor", "microbatch", "--trigger", "0s"},
+		"text, json":            {"run", "--summary", "yaml"},
+		"auto, bar, json, none": {"run", "--progress", "dots"},
+		"after-records":         {"run", "--executor", "microbatch", "--fail", "worker=1"},
+		"failure-free":          {"run", "--executor", "reference", "--fail", "worker=0,after-records=5"},
+		"NAME=SPEC":             {"run", "--job", "join", "--input", "gen:records=5"},
+		"also needs payments":   {"run", "--job", "join", "--input", "orders=gen:records=5"},
+		"has no input":          {"run", "--input", "left=gen:records=5"},
+		"unknown flag":          {"run", "--colour"},
+		`invalid --parallelism "two": want a whole number`:  {"run", "--parallelism", "two"},
+		`invalid --window "5": want a duration with a unit`: {"run", "--window", "5"},
+		`invalid --overwrite "maybe": want true or false`:   {"run", "--overwrite=maybe"},
+		"unknown command": {"frobnicate"},
+		`--input in=gen:recs=5: unknown parameter "recs"`: {"run", "--input", "gen:recs=5", "--output", filepath.Join(dir, "o")},
+		"whole milliseconds":                              {"run", "--window", "1500us"},
+		"--list-fail-points":                              {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
+		"worker 7 does not exist":                         {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
+		`unknown point "nowhere"`:                         {"run", "--executor", "recordwise", "--fail", "worker=1,after-records=5,after-point=nowhere"},
+		"lineage, rerun-batch":                            {"run", "--executor", "microbatch", "--lost-piece-recovery", "sometimes"},
 	}
 	for phrase, args := range cases {
 		code, _, stderr := rewind(t, args...)
@@ -189,8 +199,8 @@ func TestEveryExecutorMatchesTheReference(t *testing.T) {
 			for _, mode := range []string{"append", "idempotent", "transactional"} {
 				out := filepath.Join(t.TempDir(), "out")
 				args := append([]string{"run", "--job", jobName, "--executor", exec, "--sink-mode", mode, "--output", out,
-					"--storage", "file://" + t.TempDir(), "--trigger", "5ms", "--checkpoint-interval", "5ms", "--job-records", "1000",
-					"--summary", "json"}, inputs[jobName]...)
+					"--storage", "file://" + t.TempDir(), "--summary", "json"}, inputs[jobName]...)
+				args = append(args, quickSettings[exec]...)
 				code, stdout, stderr := rewind(t, args...)
 				if code != 0 {
 					t.Errorf("%s on %s/%s: exit %d: %s", jobName, exec, mode, code, stderr)
@@ -394,8 +404,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 func TestInspectShowsRecoveryPointsAndCorruption(t *testing.T) {
 	store := t.TempDir()
 	for _, exec := range []string{"microbatch", "recordwise"} {
-		args := []string{"run", "--executor", exec, "--input", "gen:records=4000,keys=30", "--output", filepath.Join(t.TempDir(), "o"),
-			"--storage", store, "--trigger", "5ms", "--checkpoint-interval", "5ms"}
+		args := append([]string{"run", "--executor", exec, "--input", "gen:records=4000,keys=30", "--output", filepath.Join(t.TempDir(), "o"),
+			"--storage", store}, quickSettings[exec]...)
 		if code, _, stderr := rewind(t, args...); code != 0 {
 			t.Fatalf("%s: exit %d: %s", exec, code, stderr)
 		}
@@ -642,6 +652,12 @@ func TestInterruptedRunExits130WithItsSummary(t *testing.T) {
 	rec, err := run.ReadRunRecord(out)
 	if err != nil || rec.Finished != nil {
 		t.Fatalf("the run record after an interrupt: %+v, %v; want an unfinished record", rec, err)
+	}
+	if text, err := os.ReadFile(filepath.Join(out, run.IncompleteName)); err != nil || !strings.Contains(string(text), "interrupted") {
+		t.Errorf("after an interrupt the marker reads %q (%v); want it to say the run was interrupted", text, err)
+	}
+	if !strings.Contains(stdout.String(), "the output is marked incomplete") {
+		t.Errorf("the summary does not note the marker:\n%s", stdout.String())
 	}
 }
 

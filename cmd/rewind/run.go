@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -39,6 +40,42 @@ var executors = map[string]run.Executor{
 	"recordwise": recordwise.Executor{},
 }
 
+// executorFlags says which flags belong to which executor: a flag in the
+// table that is set on the command line must belong to the executor the
+// run uses (to one of bench's contestants), or the command refuses it
+// (checkExecutorFlags) instead of ignoring it. Flags not in the table
+// (the job, its inputs, output, storage, parallelism) apply to all.
+var executorFlags = map[string][]string{
+	"microbatch": {"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery"},
+	"diskphase":  {"job-records", "job-interval", "lost-piece-recovery"},
+	"recordwise": {"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout", "checkpoint-timeout",
+		"retained-checkpoints", "detect-delay"},
+}
+
+// checkExecutorFlags refuses a flag set in fl that belongs to none of the
+// executors named (the run's, or bench's contestants), naming the
+// executors it does belong to.
+func checkExecutorFlags(fl *pflag.FlagSet, names ...string) error {
+	owners := map[string][]string{}
+	for exec, flags := range executorFlags {
+		for _, flag := range flags {
+			owners[flag] = append(owners[flag], exec)
+		}
+	}
+	for _, flag := range slices.Sorted(maps.Keys(owners)) {
+		if !fl.Changed(flag) || slices.ContainsFunc(owners[flag], func(e string) bool { return slices.Contains(names, e) }) {
+			continue
+		}
+		slices.Sort(owners[flag])
+		what := "--executor " + names[0]
+		if len(names) > 1 {
+			what = "any of --executors " + strings.Join(names, ",")
+		}
+		return usagef("invalid --%s: it applies to %s only, not to %s; leave it out", flag, strings.Join(owners[flag], " and "), what)
+	}
+	return nil
+}
+
 func executorNames() []string {
 	out := make([]string, 0, len(executors))
 	for n := range executors {
@@ -65,6 +102,7 @@ type runFlags struct {
 	maxBatchRecords, jobRecords  int64
 	retainedBatches, retainedCPs int
 	bufferTimeout, cpTimeout     time.Duration
+	storageTimeout               time.Duration
 	detectDelay, jobInterval     time.Duration
 	lostPieceRecovery            string
 	resume                       string
@@ -119,6 +157,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
 	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
 	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")
+	fl.DurationVar(&f.storageTimeout, "storage-timeout", storage.DefaultCallTimeout, fmt.Sprintf("S3: a storage call making no progress this long fails; the run waits for storage that stopped answering up to %dx this, then fails", storage.OutageCalls))
 	fl.IntVar(&f.parallelism, "parallelism", 2, "subtasks per stage (1..128)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Second, "recordwise: time between recovery points")
 	fl.DurationVar(&f.trigger, "trigger", 100*time.Millisecond, "microbatch: trigger interval")
@@ -181,6 +220,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.cpTimeout <= 0 {
 		return cfg, nil, usagef("invalid --checkpoint-timeout %s: must be positive", f.cpTimeout)
 	}
+	if f.storageTimeout <= 0 {
+		return cfg, nil, usagef("invalid --storage-timeout %s: must be positive", f.storageTimeout)
+	}
 	if f.lostPieceRecovery != "lineage" && f.lostPieceRecovery != "rerun-batch" {
 		return cfg, nil, usagef("invalid --lost-piece-recovery %q: allowed are lineage, rerun-batch", f.lostPieceRecovery)
 	}
@@ -195,12 +237,18 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if err := storage.CheckURL(f.storage); err != nil {
 		return cfg, nil, usageError{fmt.Errorf("invalid --storage: %w", err)}
 	}
+	if err := checkS3Endpoint(f.storage, f.s3); err != nil {
+		return cfg, nil, err
+	}
 	if f.output == "" {
 		return cfg, nil, usagef("invalid --output: must name a directory")
 	}
+	if fi, err := os.Stat(f.output); err == nil && !fi.IsDir() {
+		return cfg, nil, usagef("invalid --output %s: exists and is not a directory", f.output)
+	}
 	cfg = run.Config{
 		Job: f.job, Executor: f.executor, Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
-		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, Parallelism: f.parallelism,
+		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
 		CheckpointInterval: f.checkpointInterval, Trigger: f.trigger, Seed: f.seed,
 		MaxBatchRecords: f.maxBatchRecords, RetainedBatches: f.retainedBatches,
 		BufferTimeout: f.bufferTimeout, CheckpointTimeout: f.cpTimeout, RetainedCheckpoints: f.retainedCPs,
@@ -208,11 +256,15 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		LostPieceRecovery: f.lostPieceRecovery,
 		Params:            job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}
+	// The parsers' errors start "invalid output format %q: …"; the flag
+	// replaces that head.
 	if cfg.OutputFormat, err = sink.ParseFormat(f.outputFormat); err != nil {
-		return cfg, nil, usageError{fmt.Errorf("invalid --output-format: %w", err)}
+		_, allowed, _ := strings.Cut(err.Error(), ": ")
+		return cfg, nil, usagef("invalid --output-format %q: %s", f.outputFormat, allowed)
 	}
 	if cfg.SinkMode, err = sink.ParseMode(f.sinkMode); err != nil {
-		return cfg, nil, usageError{fmt.Errorf("invalid --sink-mode: %w", err)}
+		_, allowed, _ := strings.Cut(err.Error(), ": ")
+		return cfg, nil, usagef("invalid --sink-mode %q: %s", f.sinkMode, allowed)
 	}
 	j, err := job.Build(cfg.Job, cfg.Params)
 	if err != nil {
@@ -261,6 +313,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	exec, ok := executors[f.executor]
 	if !ok {
 		return usagef("invalid --executor %q: allowed are %s", f.executor, strings.Join(executorNames(), ", "))
+	}
+	if err := checkExecutorFlags(cmd.Flags(), exec.Name()); err != nil {
+		return err
 	}
 	if f.listFailPoints {
 		points := exec.FailPoints()
@@ -346,6 +401,14 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
 	}
+	// Marked before the first output row and cleared only once the output
+	// is complete, so an output whose run failed, was interrupted or died
+	// never looks whole.
+	incomplete := run.Incomplete{RunID: cfg.RunID, Resumable: cfg.RunID != "" && rereadable(env),
+		Reason: "the run is in progress; if no rewind process holds " + run.OutputLockName + " any more, its process died"}
+	if err := run.MarkIncomplete(cfg.Output, incomplete); err != nil {
+		return err
+	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
 	var bar *runProgress
 	if exec.Name() != "reference" && (f.progress == progressBar || f.progress == progressAuto && isTerminal(stderr)) {
@@ -355,10 +418,34 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if bar != nil {
 		bar.finish(err == nil && !s.Interrupted)
 	}
-	if err != nil {
+	var ie run.InputError
+	var re run.RefusedError
+	if err != nil && !cfg.Resumed && (errors.As(err, &ie) || errors.As(err, &re)) {
+		// Refused before the first row: there is no output to mark.
+		if cerr := run.ClearIncomplete(cfg.Output); cerr != nil {
+			return fmt.Errorf("%w (%v)", err, cerr)
+		}
 		return err
 	}
+	if err != nil {
+		incomplete.Reason = err.Error()
+		if merr := run.MarkIncomplete(cfg.Output, incomplete); merr != nil {
+			return fmt.Errorf("%w (%v)", err, merr)
+		}
+		return fmt.Errorf("%w; the output in %s is incomplete (%s says why and what to do)", err, cfg.Output, run.IncompleteName)
+	}
 	interrupted := s.Interrupted
+	if interrupted {
+		incomplete.Reason = "interrupted (SIGINT or SIGTERM) before the run finished"
+		if err := run.MarkIncomplete(cfg.Output, incomplete); err != nil {
+			return err
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("the output is marked incomplete (%s)", run.IncompleteName))
+	} else if err := run.ClearIncomplete(cfg.Output); err != nil {
+		// Before the run record is marked finished: a death in between
+		// leaves a run --resume completes again.
+		return err
+	}
 	switch {
 	case interrupted && cfg.RunID != "" && rereadable(env):
 		s.Notes = append(s.Notes, fmt.Sprintf("interrupted: the same command with --resume %s (and without --overwrite or a kill=process --fail) continues from the newest recovery point", cfg.RunID))
@@ -444,7 +531,16 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord,
 	rec, err := run.ReadRunRecord(cfg.Output)
 	switch {
 	case errors.Is(err, run.ErrNoRunRecord):
+		// An output directory that holds a run's files but no record lost
+		// it (deleted, or never synced by a crashed writer): damage to
+		// report, not a flag to change.
+		if inUse, uerr := run.OutputInUse(cfg.Output); uerr == nil && inUse {
+			return rec, fmt.Errorf("run record %s is missing, yet %s holds a run's output: without the record the run cannot be resumed (it names the run and the flags it ran with); --overwrite starts a new run there",
+				filepath.Join(cfg.Output, run.RunRecordName), cfg.Output)
+		}
 		return rec, usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
+	case errors.Is(err, run.ErrRunRecordDamaged):
+		return rec, err // damage, not a flag to change: exit 1
 	case err != nil:
 		return rec, usageError{fmt.Errorf("invalid --resume: %w", err)}
 	}
@@ -484,6 +580,27 @@ func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, r
 	}
 	if len(objs) == 0 {
 		fmt.Fprintf(stderr, "rewind: warning: %s holds nothing of run %s, so it starts again from the beginning (fine if the process died before its first write; if storage was lost since, rows already published in %s may become visible twice)\n", env.Store.URL(), rec.RunID, env.Config.Output)
+	}
+	return nil
+}
+
+// checkS3Endpoint refuses, as a usage error before anything runs, an S3
+// storage location without an endpoint or with a malformed one (flag, or
+// else $REWIND_S3_ENDPOINT); opening the store would report it only as a
+// failed run.
+func checkS3Endpoint(storageURL, flag string) error {
+	if !strings.HasPrefix(strings.ToLower(storageURL), "s3://") {
+		return nil
+	}
+	ep, from := flag, "--s3-endpoint"
+	if ep == "" {
+		ep, from = os.Getenv(storage.EnvS3Endpoint), "$"+storage.EnvS3Endpoint
+	}
+	if ep == "" {
+		return usagef("invalid --storage %s: no S3 endpoint: give --s3-endpoint or set $%s, e.g. http://127.0.0.1:9000", storageURL, storage.EnvS3Endpoint)
+	}
+	if _, err := storage.ParseEndpoint(ep); err != nil {
+		return usagef("invalid %s: %v", from, err)
 	}
 	return nil
 }

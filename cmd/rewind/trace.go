@@ -88,6 +88,9 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return usagef("invalid --executor %q: allowed are diskphase, microbatch, recordwise", f.executor)
 	}
 	fl := cmd.Flags()
+	if err := checkExecutorFlags(fl, exec.Name()); err != nil {
+		return err
+	}
 	// Small steps, so a short run shows several of them.
 	for name, set := range map[string]func(){
 		"checkpoint-interval": func() { f.checkpointInterval = 100 * time.Millisecond },

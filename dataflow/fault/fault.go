@@ -99,6 +99,9 @@ func Parse(text string) (Spec, error) {
 	seen := map[string]bool{}
 	for _, part := range strings.Split(text, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok && k != "" && v == "" {
+			return Spec{}, fmt.Errorf("invalid --fail %q: %s= has no value (%s)", text, k, usage)
+		}
 		if !ok || v == "" {
 			return Spec{}, fmt.Errorf("invalid --fail %q: %q is not key=value (%s)", text, part, usage)
 		}

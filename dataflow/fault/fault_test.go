@@ -30,6 +30,8 @@ func TestParse(t *testing.T) {
 		"colour=red":                            "unknown key",
 		"point":                                 "not key=value",
 		"point=a,point=b":                       "twice",
+		"point=":                                "point= has no value",
+		"worker=1,after-records=":               "after-records= has no value",
 	}
 	for in, phrase := range bad {
 		_, err := Parse(in)

@@ -64,6 +64,9 @@ type keyedAgg struct {
 	epoch    uint64
 	// predictable selects processFast's copy for the next batch.
 	predictable bool
+	// overflowed: processFast stopped at a row whose value would take its
+	// key's sum past int64 (the row it stopped at, unapplied).
+	overflowed bool
 }
 
 // kaggChange locates a changed key. Flush reads the entry straight from
@@ -169,6 +172,9 @@ func (a *keyedAgg) process(keys, vals []int64) error {
 	for {
 		done := a.processFast(keys, vals)
 		keys, vals = keys[done:], vals[done:]
+		if a.overflowed {
+			return a.sumOverflow(keys[0], vals[0])
+		}
 		if len(keys) == 0 {
 			return nil
 		}
@@ -250,7 +256,13 @@ rows:
 		}
 		e := &slots[x]
 		c := e.count
-		e.sum += vals[i]
+		sum := e.sum + vals[i]
+		if (e.sum^sum)&(vals[i]^sum) < 0 { // int64 overflow; a new key's 0 + v never does
+			a.overflowed = true
+			done = i
+			break
+		}
+		e.sum = sum
 		if c >= 0 { // not dirty yet
 			changed[nc] = kaggChange{key: k, kg: uint32(kg), slot: uint32(x)}
 			nc++
@@ -300,7 +312,13 @@ rows:
 		}
 		e := &slots[x]
 		c := e.count
-		e.sum += vals[i]
+		sum := e.sum + vals[i]
+		if (e.sum^sum)&(vals[i]^sum) < 0 { // int64 overflow; a new key's 0 + v never does
+			a.overflowed = true
+			done = i
+			break
+		}
+		e.sum = sum
 		changed[nc] = kaggChange{key: k, kg: uint32(kg), slot: uint32(x)}
 		nc += int(^uint64(c) >> 63) // 1 unless already dirty
 		e.count = (c | kaggDirty) + 1
@@ -341,10 +359,24 @@ func (a *keyedAgg) processNullableSums(keys []int64, sums *array.Int64) error {
 		}
 		e.count = (e.count | kaggDirty) + 1
 		if sums.IsValid(i) {
-			e.sum += vals[i]
+			sum, ok := AddInt64(e.sum, vals[i])
+			if !ok {
+				return a.sumOverflow(k, vals[i])
+			}
+			e.sum = sum
 		}
 	}
 	return nil
+}
+
+// sumOverflow is the error for row (k, v) whose value would take the sum
+// of key k past the int64 range. Sums are exact or the run fails: a
+// wrapped sum would be a wrong result that looks like a right one.
+func (a *keyedAgg) sumOverflow(k, v int64) error {
+	h := keygroup.Hash(k)
+	t := a.tables[keygroup.OfHash(h)]
+	sum := t.slots[t.upsert(k, h)].sum
+	return fmt.Errorf("keyed aggregation: key %d: sum %d + %d is outside the int64 range: %w", k, sum, v, ErrSumOverflow)
 }
 
 func (a *keyedAgg) notOwned(k int64) error {

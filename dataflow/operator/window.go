@@ -206,8 +206,12 @@ func (o *winAgg) Process(port int, batch arrow.RecordBatch, out Emitter) error {
 		if !ok {
 			g.timers.push(winTimer{at: end, key: k, aux: start})
 		}
+		sum, exact := AddInt64(acc.sum, vals[i])
+		if !exact {
+			return fmt.Errorf("window: key %d, window starting at %d: sum %d + %d is outside the int64 range: %w", k, start, acc.sum, vals[i], ErrSumOverflow)
+		}
 		acc.count++
-		acc.sum += vals[i]
+		acc.sum = sum
 		g.accs[slot] = acc
 	}
 	return nil

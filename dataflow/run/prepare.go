@@ -121,10 +121,22 @@ func ClearOutput(dir string) error {
 // an invalid flag value.
 type InputError struct {
 	Input string
+	Spec  string // as given; may be empty
 	Err   error
 }
 
-func (e InputError) Error() string { return fmt.Sprintf("invalid --input %s: %v", e.Input, e.Err) }
+// Error is one line: the input as NAME=SPEC, then what is wrong, without
+// the source's own "kind:" or "source SPEC:" prefix, which would repeat it.
+func (e InputError) Error() string {
+	what, msg := e.Input, e.Err.Error()
+	if e.Spec != "" {
+		what += "=" + e.Spec
+		kind, _, _ := strings.Cut(e.Spec, ":")
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("source %q: ", e.Spec))
+		msg = strings.TrimPrefix(msg, kind+": ")
+	}
+	return fmt.Sprintf("invalid --input %s: %s", what, msg)
+}
 func (e InputError) Unwrap() error { return e.Err }
 
 // RefusedError is an executor's refusal of what its flags ask, found only
@@ -186,7 +198,7 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 	for _, n := range names {
 		src, err := source.Open(cfg.Inputs[n], source.Options{DefaultSeed: cfg.Seed})
 		if err != nil {
-			return nil, InputError{Input: n, Err: err}
+			return nil, InputError{Input: n, Spec: cfg.Inputs[n], Err: err}
 		}
 		env.Sources[n] = src
 		if ps, ok := src.(*source.PushSource); ok && log != nil {
@@ -210,7 +222,7 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
 	}
 	if withStore {
-		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint}); err != nil {
+		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
 			return nil, fmt.Errorf("storage %s: %w", cfg.Storage, err)
 		}
 	}

@@ -1,6 +1,9 @@
 package run
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,26 +129,132 @@ func inputsText(in map[string]string) string {
 // ErrNoRunRecord is ReadRunRecord's error for a directory without one.
 var ErrNoRunRecord = errors.New("no run record")
 
-// ReadRunRecord reads the record of the run that writes dir.
-func ReadRunRecord(dir string) (RunRecord, error) {
-	var r RunRecord
-	b, err := os.ReadFile(filepath.Join(dir, RunRecordName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, ErrNoRunRecord
-	}
+// ErrRunRecordDamaged is what the errors of DecodeRunRecord and
+// ReadRunRecord wrap for a record whose bytes are not what was written: a
+// torn write, a flipped bit, a hand edit.
+var ErrRunRecordDamaged = errors.New("run record damaged")
+
+// damaged is a DecodeRunRecord error: why the bytes are not a record.
+type damaged struct{ why string }
+
+func (d damaged) Error() string     { return "run record damaged (" + d.why + ")" }
+func (d damaged) Is(err error) bool { return err == ErrRunRecordDamaged }
+
+func damagedf(format string, args ...any) error { return damaged{fmt.Sprintf(format, args...)} }
+
+// runRecordFile is what RunRecordName holds: the record, and the SHA-256
+// of its compact JSON (the bytes without insignificant whitespace, so the
+// file can be indented). The record stays readable (jq .record), and any
+// change to it is caught before one of its values is compared with a flag.
+type runRecordFile struct {
+	Checksum string          `json:"checksum"`
+	Record   json.RawMessage `json:"record"`
+}
+
+const checksumPrefix = "sha256:"
+
+func recordChecksum(b []byte) string {
+	sum := sha256.Sum256(b)
+	return checksumPrefix + hex.EncodeToString(sum[:])
+}
+
+// EncodeRunRecord is the content of RunRecordName for r.
+func EncodeRunRecord(r RunRecord) ([]byte, error) {
+	body, err := json.Marshal(r)
 	if err != nil {
-		return r, err
+		return nil, err
 	}
-	if err := json.Unmarshal(b, &r); err != nil || r.RunID == "" {
-		return r, fmt.Errorf("%s in %s is not a run record (%v): was it edited by hand?", RunRecordName, dir, err)
+	b, err := json.MarshalIndent(runRecordFile{Checksum: recordChecksum(body), Record: body}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// DecodeRunRecord parses the content of RunRecordName. A record written
+// before records carried a checksum (a plain RunRecord object) is still
+// read, unverified, so a run started by an older rewind can be resumed.
+// Anything else that does not verify is ErrRunRecordDamaged.
+func DecodeRunRecord(b []byte) (RunRecord, error) {
+	var r RunRecord
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return r, damagedf("not JSON: %v", err)
+	}
+	_, hasSum := top["checksum"]
+	_, hasRec := top["record"]
+	if !hasSum && !hasRec {
+		// The older form: the record itself, without a checksum.
+		if err := json.Unmarshal(b, &r); err != nil || r.RunID == "" {
+			return RunRecord{}, damagedf("neither a checksummed record nor an older plain one")
+		}
+		return r, nil
+	}
+	var f runRecordFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return r, damagedf("%v", err)
+	}
+	if !hasSum || !hasRec || len(top) != 2 {
+		return r, damagedf("want exactly the fields checksum and record")
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, f.Record); err != nil {
+		return r, damagedf("%v", err)
+	}
+	if got := recordChecksum(compact.Bytes()); got != f.Checksum {
+		return r, damagedf("checksum %s, the content's is %s", short(f.Checksum), short(got))
+	}
+	if err := json.Unmarshal(f.Record, &r); err != nil || r.RunID == "" {
+		return RunRecord{}, damagedf("checksum matches, but the record holds no run id")
 	}
 	return r, nil
 }
 
+// short cuts a checksum to what a person compares by eye.
+func short(sum string) string {
+	if len(sum) > len(checksumPrefix)+12 {
+		return sum[:len(checksumPrefix)+12] + "…"
+	}
+	return strconv.Quote(sum)
+}
+
+// ReadRunRecord reads the record of the run that writes dir. A damaged
+// record is an error wrapping ErrRunRecordDamaged that names the file and
+// what to do.
+func ReadRunRecord(dir string) (RunRecord, error) {
+	path := filepath.Join(dir, RunRecordName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return RunRecord{}, ErrNoRunRecord
+	}
+	if err != nil {
+		return RunRecord{}, err
+	}
+	r, err := DecodeRunRecord(b)
+	var d damaged
+	if errors.As(err, &d) {
+		return RunRecord{}, RunRecordError{Path: path, Why: d.why}
+	}
+	if err != nil {
+		return RunRecord{}, err
+	}
+	return r, nil
+}
+
+// RunRecordError is ReadRunRecord's error for a damaged record: it names
+// the file, says what is wrong and what to do, and wraps
+// ErrRunRecordDamaged.
+type RunRecordError struct{ Path, Why string }
+
+func (e RunRecordError) Error() string {
+	return fmt.Sprintf("run record %s is damaged (%s): it no longer says which run the output belongs to, so the run cannot be resumed; --overwrite starts a new run there", e.Path, e.Why)
+}
+func (e RunRecordError) Is(err error) bool { return err == ErrRunRecordDamaged }
+
 // WriteRunRecord writes r into dir, atomically: a reader (or a resume after
 // a crash) sees the whole record or none.
 func WriteRunRecord(dir string, r RunRecord) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := EncodeRunRecord(r)
 	if err != nil {
 		return err
 	}
@@ -153,7 +263,7 @@ func WriteRunRecord(dir string, r RunRecord) error {
 		return fmt.Errorf("writing run record: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
-	_, err = tmp.Write(append(b, '\n'))
+	_, err = tmp.Write(b)
 	if err == nil {
 		err = tmp.Sync()
 	}

@@ -1,6 +1,8 @@
 package run
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -76,8 +78,67 @@ func TestRunRecordDamagedIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ReadRunRecord(dir)
-	if err == nil || errors.Is(err, ErrNoRunRecord) || !strings.Contains(err.Error(), "not a run record") {
+	if !errors.Is(err, ErrRunRecordDamaged) || !strings.Contains(err.Error(), filepath.Join(dir, RunRecordName)+" is damaged") {
 		t.Fatalf("damaged record: got %v", err)
+	}
+}
+
+// Every single flipped byte of a record is reported as damage, naming the
+// file, and never read as a record with another value in it (which the
+// resume check would report as a flag that differs).
+func TestRunRecordFlippedByteIsDamaged(t *testing.T) {
+	dir := t.TempDir()
+	cfg := resumeConfig()
+	cfg.Params.MaxDisorder = 250
+	if err := WriteRunRecord(dir, RecordOf(cfg, "file:///st", "")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, RunRecordName)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range good {
+		for _, mask := range []byte{0x01, 0x20, 0x80} {
+			b := append([]byte(nil), good...)
+			b[i] ^= mask
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := ReadRunRecord(dir)
+			if !errors.Is(err, ErrRunRecordDamaged) {
+				t.Fatalf("byte %d (%q) ^ %#x: got record %+v, error %v; want ErrRunRecordDamaged", i, good[i], mask, r, err)
+			}
+			if !strings.HasPrefix(err.Error(), "run record "+path+" is damaged (") {
+				t.Fatalf("byte %d ^ %#x: error %q does not name the file as damaged", i, mask, err)
+			}
+		}
+	}
+	// A torn record (any prefix short of the closing brace) is damage too.
+	for n := range bytes.LastIndexByte(good, '}') {
+		if _, err := DecodeRunRecord(good[:n]); !errors.Is(err, ErrRunRecordDamaged) {
+			t.Fatalf("first %d bytes: got %v, want ErrRunRecordDamaged", n, err)
+		}
+	}
+}
+
+// A record written before records carried a checksum is still read, so a
+// run an older rewind started can be resumed.
+func TestRunRecordOlderPlainFormatIsRead(t *testing.T) {
+	rec := RecordOf(resumeConfig(), "file:///st", "")
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeRunRecord(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RunID != rec.RunID || len(got.Differences(resumeConfig())) != 0 {
+		t.Fatalf("older record read back as %+v", got)
+	}
+	if _, err := DecodeRunRecord([]byte(`{"executor":"microbatch"}`)); !errors.Is(err, ErrRunRecordDamaged) {
+		t.Fatalf("a plain object without a run id: got %v, want ErrRunRecordDamaged", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -34,7 +35,13 @@ type Config struct {
 	SinkMode     sink.Mode
 	Storage      string
 	S3Endpoint   string
-	Parallelism  int
+	// StorageTimeout is how long one storage call may make no progress
+	// before it fails as unreachable (0 = storage.DefaultCallTimeout), and
+	// StorageOutageLimit how long a run waits for storage that stopped
+	// answering before it fails (0 = storage.OutageLimit(StorageTimeout)).
+	StorageTimeout     time.Duration
+	StorageOutageLimit time.Duration
+	Parallelism        int
 	// CheckpointInterval drives record-wise recovery points; Trigger drives
 	// micro-batches.
 	CheckpointInterval time.Duration
@@ -83,6 +90,25 @@ type Env struct {
 	Alloc   memory.Allocator
 	Faults  *fault.Injector
 	Log     *slog.Logger
+
+	// patient is PatientStore's one outage clock, made on first use: the
+	// executor's calls and the sink's journal wait out the same outage.
+	patientOnce sync.Once
+	patient     *storage.Patient
+}
+
+// PatientStore is the run's storage, waiting out an outage up to
+// Config.StorageOutageLimit with the waits logged (see storage.Patient).
+// Every call returns the same one, so a run has one outage clock.
+func (e *Env) PatientStore() *storage.Patient {
+	e.patientOnce.Do(func() {
+		limit := e.Config.StorageOutageLimit
+		if limit <= 0 {
+			limit = storage.OutageLimit(e.Config.StorageTimeout)
+		}
+		e.patient = storage.NewPatient(e.Store, limit, e.Log)
+	})
+	return e.patient
 }
 
 // Close releases the sources, the sink and the store.
@@ -103,6 +129,23 @@ func (e *Env) Close() error {
 		keep(e.Store.Close())
 	}
 	return first
+}
+
+// AttachDestination gives the sink, when it keeps state in the output
+// directory that a resumed run relies on (sink.Attacher), its journal in
+// durable storage under runPrefix, the run's namespace, and has it check
+// the directory against what the journal says it holds. Every executor
+// with durable storage calls it once it knows its run id, before it uses
+// the sink; an error is a damaged destination, named, to stop the run on.
+func (e *Env) AttachDestination(ctx context.Context, runPrefix string) error {
+	a, ok := e.Sink.(sink.Attacher)
+	if !ok || e.Store == nil {
+		return nil
+	}
+	// The journal waits out a storage outage like the executor's own calls
+	// do, on the same clock, instead of failing a flush at the first
+	// unanswered call.
+	return a.Attach(sink.NewJournal(ctx, e.PatientStore().Store(), runPrefix))
 }
 
 // Executor runs a job under one recovery model.

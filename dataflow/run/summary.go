@@ -46,8 +46,9 @@ type Summary struct {
 	// run: rows in visible files, and rows after resolution.
 	VisibleRows  int64 `json:"visible_rows"`
 	ResolvedRows int64 `json:"resolved_rows"`
-	// SinkDuplicateRows is the number of extra copies of (write key,
-	// _version) among visible rows.
+	// SinkDuplicateRows is the number of extra copies among visible rows
+	// equal in every column (sink.Stats.DuplicateRows); rows that share
+	// write key and _version but differ elsewhere are SinkConflictingRows.
 	SinkDuplicateRows int64 `json:"sink_duplicate_rows"`
 	// SinkConflictingRows counts visible rows sharing write key and
 	// _version with another row but not its values. With an append sink a

@@ -2,14 +2,20 @@ package sink
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -37,36 +43,84 @@ var (
 	bucketRows = []byte("rows")
 	bucketMeta = []byte("meta")
 	metaLayout = []byte("layout")
+	metaID     = []byte("id")   // the store's identity (storeRecord.StoreID)
+	metaCount  = []byte("rows") // how many keys bucketRows holds, uint64
 )
+
+// storeFormat is part of the recorded layout: a store written before rows
+// carried their checksum is refused, not misread.
+const storeFormat = 2
+
+// rowSumLen is the CRC32C of key and value appended to every stored value:
+// bbolt checksums only its meta pages, so a flipped byte in a data page
+// would otherwise come back as a wrong number.
+const rowSumLen = 4
 
 // idempotentSink upserts rows by write key into a bbolt store that lives in
 // the output directory, so it outlives a crashed process. The key is the
 // encoded write key only: a replayed row lands on the same key and replaces
 // the stored one, never adds to it.
+//
+// The output directory is not durable storage, so with a journal attached
+// the store is checked against the run's record of it (Attach): the store's
+// id and, as of the newest commit, at least how many rows it held. Every
+// bbolt call goes through guard, which turns the panics bbolt raises on
+// damaged pages into an error naming the file.
 type idempotentSink struct {
 	*base
 	db   *bolt.DB
 	path string
+	id   string // metaID
+
+	journal *Journal
+	// recorded is the row count the journal last recorded (-1: none);
+	// recMu serialises Commit's records.
+	recMu      sync.Mutex
+	recorded   int64
+	recordedAt time.Time
+
+	dmu     sync.Mutex
+	damaged error // set by guard: the store is not used again
 }
 
 func openIdempotentSink(b *base) (Sink, error) {
 	path := filepath.Join(b.dir, IdempotentStore)
-	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: storeLockTimeout})
+	fi, err := os.Stat(path)
+	existed := err == nil && fi.Size() > 0
+	s := &idempotentSink{base: b, path: path, recorded: -1}
+	err = s.guard(func() error {
+		var err error
+		s.db, err = bolt.Open(path, 0o644, &bolt.Options{Timeout: storeLockTimeout})
+		return err
+	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening idempotent store %s: still locked after %s; another process (a running rewind?) has this output open", path, storeLockTimeout)
+	}
+	if err != nil && existed && !errors.Is(err, errDamagedStore) {
+		err = s.damage(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening idempotent store %s: %w", path, err)
 	}
-	want, err := json.Marshal(map[string][]string{"columns": b.shape.cols, "write_key": b.shape.layout.WriteKey})
+	fail := func(err error) (Sink, error) {
+		_ = s.guard(s.db.Close)
+		return nil, fmt.Errorf("opening idempotent store %s: %w", path, err)
+	}
+	if existed {
+		// A store left by an earlier process is about to be relied on:
+		// every page is walked once before it is.
+		if err := s.check(); err != nil {
+			return fail(err)
+		}
+	}
+	want, err := json.Marshal(map[string]any{"columns": b.shape.cols, "write_key": b.shape.layout.WriteKey, "format": storeFormat})
 	if err != nil {
-		_ = db.Close()
-		return nil, err
+		return fail(err)
 	}
 	// The stored rows are raw fixed-width encodings of one layout; reading
 	// them under another would produce garbage, so the layout is recorded
 	// with the rows and checked on every open.
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(bucketRows); err != nil {
 			return err
 		}
@@ -76,18 +130,149 @@ func openIdempotentSink(b *base) (Sink, error) {
 		}
 		got := meta.Get(metaLayout)
 		if got == nil {
-			return meta.Put(metaLayout, want)
-		}
-		if !bytes.Equal(got, want) {
+			if err := meta.Put(metaLayout, want); err != nil {
+				return err
+			}
+		} else if !bytes.Equal(got, want) {
 			return fmt.Errorf("it holds rows of layout %s, not %s; use another output directory", got, want)
+		}
+		if id := meta.Get(metaID); id != nil {
+			if !validStoreID(string(id)) {
+				return s.damage(fmt.Errorf("its id %q is not one a store is given", id))
+			}
+			s.id = string(id)
+			return nil
+		}
+		s.id = newStoreID()
+		return meta.Put(metaID, []byte(s.id))
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+func newStoreID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// errDamagedStore is wrapped by every error about a damaged store.
+var errDamagedStore = errors.New("damaged embedded store")
+
+// damage marks the store damaged by err and returns the error to report.
+func (s *idempotentSink) damage(err error) error {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if s.damaged == nil {
+		// One line, whatever bbolt's text holds.
+		text := strings.Join(strings.Fields(err.Error()), " ")
+		s.damaged = fmt.Errorf("%w %s: %s; rerun without --resume into a fresh output directory (or with --overwrite)", errDamagedStore, s.path, text)
+	}
+	return s.damaged
+}
+
+// guard runs a bbolt call. bbolt trusts its data pages and panics when one
+// is not what it expects; here that is a damaged file, reported as such,
+// and the store is not touched again.
+func (s *idempotentSink) guard(f func() error) (err error) {
+	s.dmu.Lock()
+	damaged := s.damaged
+	s.dmu.Unlock()
+	if damaged != nil {
+		return damaged
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = s.damage(fmt.Errorf("%v", r))
+		}
+	}()
+	// A page pointer into the mapping's hole faults; as a panic it is
+	// recoverable, as the default fatal signal it is not.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return f()
+}
+
+func (s *idempotentSink) update(f func(*bolt.Tx) error) error {
+	return s.guard(func() error { return s.db.Update(f) })
+}
+
+func (s *idempotentSink) view(f func(*bolt.Tx) error) error {
+	return s.guard(func() error { return s.db.View(f) })
+}
+
+// check runs bbolt's consistency check over the whole store.
+func (s *idempotentSink) check() error {
+	return s.view(func(tx *bolt.Tx) error {
+		var errs []string
+		n := 0
+		for err := range tx.Check() {
+			if n++; len(errs) < 2 {
+				errs = append(errs, err.Error())
+			}
+		}
+		if n > 0 {
+			return s.damage(fmt.Errorf("%d inconsistencies, first %s", n, strings.Join(errs, "; ")))
 		}
 		return nil
 	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("opening idempotent store %s: %w", path, err)
+}
+
+// count is the number of stored rows, kept in the meta bucket.
+func count(tx *bolt.Tx) int64 {
+	if v := tx.Bucket(bucketMeta).Get(metaCount); len(v) == 8 {
+		return int64(binary.BigEndian.Uint64(v))
 	}
-	return &idempotentSink{base: b, db: db, path: path}, nil
+	return 0
+}
+
+// Attach implements Attacher. The first process of a run records the
+// store's id; a later one (--resume) refuses a store that is not that one
+// (deleted, truncated or replaced since: bbolt makes a new, empty store of
+// a missing or empty file) or that holds fewer rows than the newest commit
+// recorded.
+func (s *idempotentSink) Attach(j *Journal) error {
+	var rows, keys int64
+	err := s.view(func(tx *bolt.Tx) error {
+		rows, keys = count(tx), int64(tx.Bucket(bucketRows).Stats().KeyN)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if rows != keys {
+		return s.damage(fmt.Errorf("it holds %d rows but counted %d when they were written", keys, rows))
+	}
+	b, err := j.get(storeRecordName)
+	if err != nil {
+		return err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	if b != nil {
+		rec, err := decodeStoreRecord(b)
+		if err != nil {
+			return fmt.Errorf("the destination's record %s%s is damaged: %w", j.store.URL(), j.name(storeRecordName), err)
+		}
+		switch {
+		case rec.StoreID != s.id:
+			return fmt.Errorf("destination %s is not the store this run wrote: it holds %d rows, but the run's record of its destination says store %s with at least %d rows (was it deleted, truncated or replaced?): %s",
+				s.path, rows, rec.StoreID, rec.Rows, refuseHint)
+		case rows < rec.Rows:
+			return fmt.Errorf("destination %s lost rows: it holds %d, but the run's record of its destination says at least %d: %s",
+				s.path, rows, rec.Rows, refuseHint)
+		}
+		s.journal, s.recorded = j, rec.Rows
+		return nil
+	}
+	// Recorded before any flush of this run returns, so a complete
+	// recovery point implies the record names this store.
+	if err := j.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows})); err != nil {
+		return err
+	}
+	s.journal, s.recorded = j, rows
+	return nil
 }
 
 func (s *idempotentSink) Mode() Mode { return Idempotent }
@@ -100,7 +285,41 @@ func (s *idempotentSink) Writer(subtask, attempt int) (Writer, error) {
 	return &idempotentWriter{writerBase: wb, s: s}, nil
 }
 
-func (s *idempotentSink) Commit(int64) error  { return nil }
+// countEvery spaces the records of the row count: each is a Put in
+// durable storage, and a batch every few milliseconds should not pay one
+// each. The count is a lower bound, so an older one is still a valid check
+// (the store's id is what catches a deleted or replaced store).
+var countEvery = time.Second
+
+// Commit records the store's row count, at most every countEvery: every
+// epoch <= epoch is in it (its flushes returned), so a resumed run that
+// finds fewer rows has lost some.
+func (s *idempotentSink) Commit(int64) error {
+	if s.journal == nil {
+		return nil
+	}
+	s.recMu.Lock()
+	due := time.Since(s.recordedAt) >= countEvery
+	s.recMu.Unlock()
+	if !due {
+		return nil
+	}
+	var rows int64
+	if err := s.view(func(tx *bolt.Tx) error { rows = count(tx); return nil }); err != nil {
+		return err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	if rows == s.recorded {
+		return nil
+	}
+	if err := s.journal.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows})); err != nil {
+		return err
+	}
+	s.recorded, s.recordedAt = rows, time.Now()
+	return nil
+}
+
 func (s *idempotentSink) Recover(int64) error { return nil }
 
 // Close drops the writers' unflushed rows and closes the store; flushed rows
@@ -109,7 +328,10 @@ func (s *idempotentSink) Close() error {
 	if s.closeWriters() {
 		return nil
 	}
-	if err := s.db.Close(); err != nil {
+	s.dmu.Lock()
+	s.damaged = nil // closing is allowed, and needed, after damage
+	s.dmu.Unlock()
+	if err := s.guard(s.db.Close); err != nil {
 		return fmt.Errorf("closing idempotent store %s: %w", s.path, err)
 	}
 	return nil
@@ -139,7 +361,7 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 		if err != nil {
 			return err
 		}
-		err = s.db.View(func(tx *bolt.Tx) error {
+		err = s.view(func(tx *bolt.Tx) error {
 			chunk := exportChunk
 			cols := make([][]int64, len(sh.cols))
 			for i := range cols {
@@ -147,8 +369,8 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 			}
 			c := tx.Bucket(bucketRows).Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {
-				if len(v) != 8*len(cols) {
-					return fmt.Errorf("stored row for key %x has %d bytes, want %d", k, len(v), 8*len(cols))
+				if err := s.checkRow(k, v, 8*len(cols)); err != nil {
+					return err
 				}
 				for i := range cols {
 					cols[i] = append(cols[i], int64(binary.BigEndian.Uint64(v[8*i:])))
@@ -199,6 +421,23 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 	return nil
 }
 
+// rowSum is the checksum stored after a row's columns.
+func rowSum(k, cols []byte) uint32 {
+	return crc32.Update(crc32.Checksum(k, castagnoli), castagnoli, cols)
+}
+
+// checkRow verifies a stored value (colBytes of columns and their
+// checksum) read under key k.
+func (s *idempotentSink) checkRow(k, v []byte, colBytes int) error {
+	if len(v) != colBytes+rowSumLen {
+		return s.damage(fmt.Errorf("the row stored under key %x has %d bytes, want %d", k, len(v), colBytes+rowSumLen))
+	}
+	if rowSum(k, v[:colBytes]) != binary.BigEndian.Uint32(v[colBytes:]) {
+		return s.damage(fmt.Errorf("the row stored under key %x fails its checksum", k))
+	}
+	return nil
+}
+
 type idempotentWriter struct {
 	*writerBase
 	s *idempotentSink
@@ -222,7 +461,7 @@ func (w *idempotentWriter) Flush(int64) error {
 	defer release()
 	sh := w.sink.shape
 	ncols := len(sh.cols)
-	keyLen, valLen := 8*len(sh.keyIdx), 8*ncols
+	keyLen, valLen := 8*len(sh.keyIdx), 8*ncols+rowSumLen
 	n := 0
 	for _, c := range chunks {
 		n += len(c[0])
@@ -244,17 +483,22 @@ func (w *idempotentWriter) Flush(int64) error {
 			for c := range cols {
 				binary.BigEndian.PutUint64(v[8*c:], uint64(cols[c][r]))
 			}
+			binary.BigEndian.PutUint32(v[8*ncols:], rowSum(k, v[:8*ncols]))
 			rows = append(rows, kv{k, v})
 		}
 	}
 	slices.SortStableFunc(rows, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
 	vo := 8 * sh.verIdx
-	err := w.s.db.Update(func(tx *bolt.Tx) error {
+	err := w.s.update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket(bucketRows)
+		added := int64(0)
 		for _, r := range rows {
-			if old := bk.Get(r.k); old != nil {
-				if len(old) != valLen {
-					return fmt.Errorf("stored row for key %x has %d bytes, want %d", r.k, len(old), valLen)
+			old := bk.Get(r.k)
+			if old == nil {
+				added++
+			} else {
+				if err := w.s.checkRow(r.k, old, 8*ncols); err != nil {
+					return err
 				}
 				// Greater version wins; an equal one replaces (a replay
 				// writes the same row again).
@@ -266,7 +510,9 @@ func (w *idempotentWriter) Flush(int64) error {
 				return err
 			}
 		}
-		return nil
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(count(tx)+added))
+		return tx.Bucket(bucketMeta).Put(metaCount, n[:])
 	})
 	if err != nil {
 		return w.fail(fmt.Errorf("idempotent flush of subtask %d attempt %d into %s: %w", w.subtask, w.attempt, w.s.path, err))

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,6 +36,16 @@ type txnSink struct {
 
 	partMu   sync.Mutex
 	nextPart map[stageKey]int
+
+	// journal, once attached, records every staged file in durable
+	// storage, and what is published is checked against it (txnjournal.go).
+	journal   *Journal
+	entMu     sync.Mutex
+	entries   map[string]stagedEntry         // by staged name
+	byVisible map[string]map[string]struct{} // staged names by visible name
+	// checked: the published files have been compared with the journal
+	// once in this process (the first Recover after Attach).
+	checked bool
 }
 
 // stageKey identifies what one staged file holds: one epoch of one writer.
@@ -96,7 +108,7 @@ func parseStaged(name string) (stagedFile, bool) {
 }
 
 func openTransactionalSink(b *base) (Sink, error) {
-	s := &txnSink{base: b, staging: filepath.Join(b.dir, StagingDir), nextPart: map[stageKey]int{}}
+	s := &txnSink{base: b, staging: filepath.Join(b.dir, StagingDir), nextPart: map[stageKey]int{}, entries: map[string]stagedEntry{}, byVisible: map[string]map[string]struct{}{}}
 	if err := os.MkdirAll(s.staging, 0o755); err != nil {
 		return nil, fmt.Errorf("creating staging directory %s: %w", s.staging, err)
 	}
@@ -175,9 +187,11 @@ func (s *txnSink) step(step, name string) error {
 // onto its visible name, replacing a file an earlier attempt published for
 // the same epoch, subtask and part. Each rename is atomic, so a crash at any
 // point leaves every staged file either still staged or published; running
-// Commit (or Recover) again publishes the rest. Files are moved in (epoch,
-// subtask, attempt, part) order, so if two attempts staged the same epoch
-// the later attempt's rows are the ones left visible.
+// Commit (or Recover) again publishes the rest. If two attempts staged the
+// same epoch, subtask and part, the later attempt's file is published and
+// the earlier one dropped. With a journal attached, each file is compared
+// with its entry first and a damaged or unknown one is refused, never
+// published (txnjournal.go).
 func (s *txnSink) Commit(epoch int64) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
@@ -192,22 +206,18 @@ func (s *txnSink) commitLocked(epoch int64) error {
 	if err != nil {
 		return err
 	}
-	var due []stagedFile
-	for _, f := range files {
-		if f.epoch <= epoch {
-			due = append(due, f)
+	published := false
+	for _, g := range s.groups(files, epoch, false) {
+		if len(g.staged) == 0 {
+			continue
 		}
-	}
-	if len(due) == 0 {
-		return nil
-	}
-	for _, f := range due {
-		if err := s.step("publish", f.name); err != nil {
+		if err := s.publish(g); err != nil {
 			return err
 		}
-		if err := os.Rename(filepath.Join(s.staging, f.name), filepath.Join(s.dir, f.visibleName())); err != nil {
-			return fmt.Errorf("publishing staged %s: %w", f.name, err)
-		}
+		published = true
+	}
+	if !published {
+		return nil
 	}
 	if err := syncDir(s.dir); err != nil {
 		return err
@@ -223,31 +233,46 @@ func (s *txnSink) commitLocked(epoch int64) error {
 func (s *txnSink) Recover(complete int64) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	if err := s.commitLocked(complete); err != nil {
+	if err := s.recoverLocked(complete); err != nil {
 		return fmt.Errorf("recovering %s to epoch %d: %w", s.dir, complete, err)
+	}
+	return nil
+}
+
+func (s *txnSink) recoverLocked(complete int64) error {
+	if err := s.commitLocked(complete); err != nil {
+		return err
+	}
+	if err := s.checkPublished(complete); err != nil {
+		return err
 	}
 	files, tmps, err := s.list()
 	if err != nil {
-		return fmt.Errorf("recovering %s to epoch %d: %w", s.dir, complete, err)
+		return err
 	}
 	removed := 0
 	for _, f := range files {
 		if f.epoch > complete {
+			// The entry goes first: an entry then always names a file
+			// that is staged or was published (txnjournal.go).
+			if err := s.forget(f.name); err != nil {
+				return err
+			}
 			if err := removeIfExists(filepath.Join(s.staging, f.name)); err != nil {
-				return fmt.Errorf("recovering %s to epoch %d: discarding staged epoch %d: %w", s.dir, complete, f.epoch, err)
+				return fmt.Errorf("discarding staged epoch %d: %w", f.epoch, err)
 			}
 			removed++
 		}
 	}
 	for _, t := range tmps {
 		if err := removeIfExists(filepath.Join(s.staging, t)); err != nil {
-			return fmt.Errorf("recovering %s to epoch %d: %w", s.dir, complete, err)
+			return err
 		}
 		removed++
 	}
 	if removed > 0 {
 		if err := syncDir(s.staging); err != nil {
-			return fmt.Errorf("recovering %s to epoch %d: %w", s.dir, complete, err)
+			return err
 		}
 	}
 	return nil
@@ -292,6 +317,13 @@ func (s *txnSink) PublishedAfter(after int64) (last int64, rows [][]int64, err e
 			continue
 		}
 		path := filepath.Join(s.dir, e.Name())
+		// The rows read back here decide what is not published again,
+		// so the file must be what the journal says was published.
+		if je, ok := s.entryOfVisible(e.Name()); ok {
+			if err := s.verify(path, je, "published file", "its rows cannot be read back"); err != nil {
+				return -1, nil, err
+			}
+		}
 		if f, _ := formatOfName(e.Name()); f == Parquet {
 			rows, err = readParquet(path, s.shape, rows)
 		} else {
@@ -329,30 +361,52 @@ func (w *txnWriter) Flush(epoch int64) error {
 			_ = removeIfExists(t)
 		}
 	}()
+	entries := make([]stagedEntry, 0, len(bufs))
 	for i, rb := range bufs {
-		if err := w.stage(epochs[i], rb, &tmps); err != nil {
+		e, err := w.stage(epochs[i], rb, &tmps)
+		entries = append(entries, e)
+		if err != nil {
 			for _, rest := range bufs[i+1:] {
 				rest.release()
 			}
 			return w.fail(fmt.Errorf("transactional flush of subtask %d attempt %d, epoch %d: %w", w.subtask, w.attempt, epochs[i], err))
 		}
 	}
-	if err := syncDir(w.s.staging); err != nil {
+	// The entries are recorded before Flush returns, so a recovery point
+	// that covers these epochs implies they are durable; and alongside the
+	// directory sync, which halves what they add to a flush. An entry that
+	// lands while its file's rename does not (a crash in between) is of an
+	// epoch no recovery point covers: Recover drops it.
+	recorded := make(chan error, 1)
+	go func() { recorded <- w.s.record(entries) }()
+	err := syncDir(w.s.staging)
+	if rerr := <-recorded; err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return w.fail(fmt.Errorf("transactional flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
 	}
 	return nil
 }
 
-// stage writes one epoch's buffer to a staged file, consuming the buffer.
-// The temporary name is added to tmps for removal after the directory sync.
-func (w *txnWriter) stage(epoch int64, rb *rowBuf, tmps *[]string) error {
+// stage writes one epoch's buffer to a staged file, consuming the buffer,
+// and returns what the file holds. The temporary name is added to tmps for
+// removal after the directory sync.
+func (w *txnWriter) stage(epoch int64, rb *rowBuf, tmps *[]string) (stagedEntry, error) {
 	cols, release := rb.finish()
 	k := stageKey{epoch: epoch, subtask: w.subtask, attempt: w.attempt}
-	tmp, _, err := writeTemp(w.s.staging, fmt.Sprintf("e%d-s%d-a%d", epoch, w.subtask, w.attempt),
-		encodeFile(w.sink.format, w.sink.shape, [][][]int64{cols}))
+	rows := int64(len(cols[0]))
+	fill := encodeFile(w.sink.format, w.sink.shape, [][][]int64{cols})
+	var sum uint32
+	tmp, size, err := writeTemp(w.s.staging, fmt.Sprintf("e%d-s%d-a%d", epoch, w.subtask, w.attempt), func(out io.Writer) error {
+		h := crc32.New(castagnoli)
+		err := fill(io.MultiWriter(out, h))
+		sum = h.Sum32()
+		return err
+	})
 	release()
 	if err != nil {
-		return err
+		return stagedEntry{}, err
 	}
 	*tmps = append(*tmps, tmp)
 	// Part numbers count this writer's flushes of the epoch, so a re-run of
@@ -361,7 +415,8 @@ func (w *txnWriter) stage(epoch int64, rb *rowBuf, tmps *[]string) error {
 	// number and was never recovered; the new rows replace it.
 	f := stagedFile{stageKey: k, part: w.s.part(k)}
 	f.name = stagedName(k, f.part, w.sink.format)
-	return os.Rename(tmp, filepath.Join(w.s.staging, f.name))
+	e := stagedEntry{File: f.name, Epoch: epoch, Subtask: w.subtask, Attempt: w.attempt, Part: f.part, Rows: rows, Size: size, CRC32C: sum}
+	return e, os.Rename(tmp, filepath.Join(w.s.staging, f.name))
 }
 
 func (w *txnWriter) Close() error { return w.close() }

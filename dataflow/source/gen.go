@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -294,6 +295,10 @@ type genSource struct {
 	names []string
 	opts  Options
 	start func() time.Time
+	// bases[i] is where partition i was first opened (pacer.base); set
+	// once, on its first Open.
+	mu    sync.Mutex
+	bases map[int]int64
 }
 
 func openGen(spec, body string, opts Options) (Source, error) {
@@ -305,7 +310,7 @@ func openGen(spec, body string, opts Options) (Source, error) {
 	for i := range names {
 		names[i] = "p" + strconv.Itoa(i)
 	}
-	return &genSource{spec: spec, cfg: cfg, names: names, opts: opts, start: anchor(opts.Now)}, nil
+	return &genSource{spec: spec, cfg: cfg, names: names, opts: opts, start: anchor(opts.Now), bases: map[int]int64{}}, nil
 }
 
 // Spec returns the text the source was opened from.
@@ -343,7 +348,14 @@ func (g *genSource) Open(ctx context.Context, i int, pos Position, alloc memory.
 	}
 	r := &genReader{cfg: g.cfg, p: int64(i), name: name, s: pos.Offset, end: end, alloc: alloc}
 	if g.cfg.rate > 0 {
-		r.pace = &pacer{rate: uint64(g.cfg.rate), parts: uint64(g.cfg.parts), now: g.opts.Now, sleep: g.opts.Sleep, start: g.start}
+		g.mu.Lock()
+		base, ok := g.bases[i]
+		if !ok {
+			base = pos.Offset
+			g.bases[i] = base
+		}
+		g.mu.Unlock()
+		r.pace = &pacer{rate: uint64(g.cfg.rate), parts: uint64(g.cfg.parts), base: base, now: g.opts.Now, sleep: g.opts.Sleep, start: g.start}
 		// Fix the anchor now, so the schedule starts when reading starts.
 		g.start()
 	}

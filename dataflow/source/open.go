@@ -71,7 +71,9 @@ func realSleep(ctx context.Context, d time.Duration) error {
 // allowing that much disorder sees no late rows. rate=R paces the source to
 // R records/s in total (R/P per partition) on a schedule anchored at the
 // first reader Open, so a reader reopened after downtime finds its backlog
-// due at once.
+// due at once; a partition's schedule counts from the position its first
+// reader opened at, so a process resuming a run is not held back for the
+// records an earlier process read.
 //
 // file: is re-readable and bounded: one partition per file, named by the
 // file name; a directory is read as an append-only log of such files in name

@@ -22,9 +22,17 @@ const paceQuantum = time.Millisecond
 // falls behind (or is reopened after a crash) finds the backlog due at once
 // and catches up as fast as the caller can take it, like a real feed that
 // kept producing while the job was down.
+//
+// The schedule of a partition counts from base, the position its first
+// reader in this process opened at: a process resuming a run from a
+// recovery point (rewind run --resume) starts the feed where the point
+// left it, instead of idling for the time an earlier process spent reading
+// the records before it. A reader reopened below base finds those records
+// due at once.
 type pacer struct {
 	rate  uint64 // records per second across all partitions; > 0
 	parts uint64 // partitions sharing the rate
+	base  int64  // the partition's first position in this process
 	now   func() time.Time
 	sleep func(context.Context, time.Duration) error
 	start func() time.Time // the shared anchor, fixed on first use
@@ -85,6 +93,7 @@ func (p *pacer) take(ctx context.Context, s int64, limit int64) (int64, error) {
 	want := int64(p.rate / p.parts / uint64(time.Second/paceQuantum))
 	want = max(1, min(want, limit))
 	t0 := p.start()
+	s -= p.base
 	for {
 		e := p.now().Sub(t0)
 		if avail := p.dueCount(e) - s; avail >= want {

@@ -40,6 +40,10 @@ type Options struct {
 	// Timeout bounds the reachability check Open performs against S3 and
 	// the connect phase of every later request. Default: DefaultTimeout.
 	Timeout time.Duration
+	// CallTimeout is how long one S3 call (Put, Get, List, Delete) may make
+	// no progress before it fails with ErrUnreachable: no answer, no byte
+	// of the body moving. Default: DefaultCallTimeout.
+	CallTimeout time.Duration
 
 	// wrapTransport lets in-package tests observe the HTTP requests.
 	wrapTransport func(http.RoundTripper) http.RoundTripper

@@ -39,6 +39,8 @@ type s3Store struct {
 	core      minio.Core
 	transport *http.Transport
 	closed    atomic.Bool
+	// callTimeout is how long one call may make no progress (watchdog).
+	callTimeout time.Duration
 }
 
 var _ RawAccess = (*s3Store)(nil)
@@ -69,11 +71,11 @@ func openS3(ctx context.Context, rawURL string, opts Options) (*s3Store, error) 
 		return nil, fmt.Errorf("storage: open %s: no S3 endpoint: set Options.Endpoint (--s3-endpoint) or $%s, e.g. http://127.0.0.1:9000",
 			s.url, EnvS3Endpoint)
 	}
-	s.endpoint = endpoint
-	eu, err := neturl.Parse(endpoint)
-	if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" || strings.Trim(eu.Path, "/") != "" {
-		return nil, fmt.Errorf("storage: open %s: bad S3 endpoint %q: want http://host:port or https://host[:port]", s.url, endpoint)
+	eu, err := ParseEndpoint(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", s.url, err)
 	}
+	s.endpoint = eu.String()
 	secure := eu.Scheme == "https"
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -88,6 +90,10 @@ func openS3(ctx context.Context, rawURL string, opts Options) (*s3Store, error) 
 	tr.TLSHandshakeTimeout = timeout
 	tr.ResponseHeaderTimeout = s3ResponseTimeout
 	s.transport = tr
+	s.callTimeout = opts.CallTimeout
+	if s.callTimeout <= 0 {
+		s.callTimeout = DefaultCallTimeout
+	}
 	var rt http.RoundTripper = tr
 	if opts.wrapTransport != nil {
 		rt = opts.wrapTransport(tr)
@@ -139,7 +145,13 @@ func (s *s3Store) ensureBucket(ctx context.Context, eu *neturl.URL, timeout time
 		if err != nil {
 			return fmt.Errorf("storage: open %s: S3 endpoint %s: %w: %w", s.url, s.endpoint, ErrUnreachable, err)
 		}
+		if eu.Scheme == "https" {
+			err = plainHTTPAt(conn, eu, timeout)
+		}
 		_ = conn.Close()
+		if err != nil {
+			return fmt.Errorf("storage: open %s: %w", s.url, err)
+		}
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -188,9 +200,13 @@ func isNetError(err error) bool {
 func (s *s3Store) key(name string) string { return s.keyPrefix + name }
 
 // errf wraps an S3 failure with the operation and object, mapping a
-// missing key to ErrNotFound and a network failure to ErrUnreachable.
-func (s *s3Store) errf(ctx context.Context, op, name string, err error) error {
+// missing key to ErrNotFound and a network failure or a call its watchdog
+// cancelled (cctx, derived from the caller's ctx) to ErrUnreachable.
+func (s *s3Store) errf(ctx, cctx context.Context, op, name string, err error) error {
 	where := fmt.Sprintf("storage: %s %q in %s", op, name, s.url)
+	if idle, ok := stalled(ctx, cctx); ok {
+		return fmt.Errorf("%s: S3 endpoint %s did not answer for %v: %w", where, s.endpoint, idle, ErrUnreachable)
+	}
 	switch code := minio.ToErrorResponse(err).Code; {
 	case code == minio.NoSuchKey:
 		return fmt.Errorf("%s: %w", where, ErrNotFound)
@@ -236,12 +252,19 @@ func (s *s3Store) RawPut(ctx context.Context, name string, raw []byte) error {
 // length known and multipart disabled, the object is published whole or
 // not at all. A seekable r lets minio-go retry.
 func (s *s3Store) putReader(ctx context.Context, op, name string, r io.Reader, size int64) error {
-	_, err := s.client.PutObject(ctx, s.bucket, s.key(name), r, size, minio.PutObjectOptions{
+	cctx, w := watch(ctx, s.callTimeout)
+	defer w.stop()
+	if tr, ok := r.(*trailerReader); ok {
+		tr.w = w
+	} else {
+		r = progressReader{r: r, w: w}
+	}
+	_, err := s.client.PutObject(cctx, s.bucket, s.key(name), r, size, minio.PutObjectOptions{
 		ContentType:      "application/octet-stream",
 		DisableMultipart: true,
 	})
 	if err != nil {
-		return s.errf(ctx, op, name, err)
+		return s.errf(ctx, cctx, op, name, err)
 	}
 	return nil
 }
@@ -268,19 +291,22 @@ func (s *s3Store) getRaw(ctx context.Context, op, name string) ([]byte, error) {
 	if err := s.check(ctx, op, name); err != nil {
 		return nil, err
 	}
+	cctx, w := watch(ctx, s.callTimeout)
+	defer w.stop()
 	// Core.GetObject is one request with the size in hand; the higher-level
 	// Client.GetObject adds a goroutine and lazy requests we do not need.
-	body, info, _, err := s.core.GetObject(ctx, s.bucket, s.key(name), minio.GetObjectOptions{})
+	body, info, _, err := s.core.GetObject(cctx, s.bucket, s.key(name), minio.GetObjectOptions{})
 	if err != nil {
-		return nil, s.errf(ctx, op, name, err)
+		return nil, s.errf(ctx, cctx, op, name, err)
 	}
 	defer body.Close()
 	if info.Size < 0 {
 		return nil, fmt.Errorf("storage: %s %q in %s: server sent no object length", op, name, s.url)
 	}
+	w.progress()
 	raw := make([]byte, info.Size)
-	if _, err := io.ReadFull(body, raw); err != nil {
-		return nil, s.errf(ctx, op, name, fmt.Errorf("reading object body: %w", err))
+	if _, err := io.ReadFull(progressReader{r: body, w: w}, raw); err != nil {
+		return nil, s.errf(ctx, cctx, op, name, fmt.Errorf("reading object body: %w", err))
 	}
 	return raw, nil
 }
@@ -293,13 +319,16 @@ func (s *s3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 	if _, ok := prefixDir(prefix); !ok {
 		return []Object{}, nil
 	}
+	cctx, w := watch(ctx, s.callTimeout)
+	defer w.stop()
 	objs := []Object{}
-	for info := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{
+	for info := range s.client.ListObjectsIter(cctx, s.bucket, minio.ListObjectsOptions{
 		Prefix:    s.key(prefix),
 		Recursive: true,
 	}) {
+		w.progress()
 		if info.Err != nil {
-			return nil, s.errf(ctx, "list", prefix, info.Err)
+			return nil, s.errf(ctx, cctx, "list", prefix, info.Err)
 		}
 		name, ok := strings.CutPrefix(info.Key, s.keyPrefix)
 		// Skip keys no Put could have written (directory markers, foreign
@@ -318,9 +347,11 @@ func (s *s3Store) Delete(ctx context.Context, name string) error {
 	if err := s.check(ctx, "delete", name); err != nil {
 		return err
 	}
-	err := s.client.RemoveObject(ctx, s.bucket, s.key(name), minio.RemoveObjectOptions{})
+	cctx, w := watch(ctx, s.callTimeout)
+	defer w.stop()
+	err := s.client.RemoveObject(cctx, s.bucket, s.key(name), minio.RemoveObjectOptions{})
 	if err != nil && minio.ToErrorResponse(err).Code != minio.NoSuchKey {
-		return s.errf(ctx, "delete", name, err)
+		return s.errf(ctx, cctx, "delete", name, err)
 	}
 	return nil
 }
@@ -342,6 +373,7 @@ type trailerReader struct {
 	trailer   [trailerSize]byte
 	noTrailer bool
 	off       int64
+	w         *watchdog // told of every read, and of the last byte; may be nil
 }
 
 func (r *trailerReader) size() int64 {
@@ -364,6 +396,13 @@ func (r *trailerReader) Read(p []byte) (int, error) {
 		n += copy(p[n:], r.trailer[toff:])
 	}
 	r.off += int64(n)
+	if r.w != nil {
+		if r.off >= r.size() {
+			r.w.sent(r.size())
+		} else {
+			r.w.progress()
+		}
+	}
 	return n, nil
 }
 

@@ -349,7 +349,7 @@ func TestS3OpenErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), storage.EnvS3Endpoint) {
 		t.Errorf("Open without endpoint: %v; want an error naming %s", err, storage.EnvS3Endpoint)
 	}
-	for _, ep := range []string{"127.0.0.1:9000", "ftp://127.0.0.1:9000", "http://", "http://127.0.0.1:9000/path"} {
+	for _, ep := range []string{"example.com:9000", "ftp://127.0.0.1:9000", "http://", "http://127.0.0.1:9000/path", "127.0.0.1", "127.0.0.1:port"} {
 		_, err := storage.Open(ctx, "s3://bucket/p", storage.Options{Endpoint: ep})
 		if err == nil || !strings.Contains(err.Error(), "bad S3 endpoint") {
 			t.Errorf("Open with endpoint %q: %v; want a bad-endpoint error", ep, err)
