@@ -94,8 +94,36 @@ type parsedName struct {
 }
 
 // parse classifies an object name of this run. Data files and anything
-// unknown are objOther: restart needs only the small records.
+// unknown are objOther: restart needs only the small records. Only the
+// spelling the executor writes is accepted ("c1" is not "c000001"), so two
+// objects never both claim to be the same record.
 func (n names) parse(name string) parsedName {
+	p := n.parseLax(name)
+	var want string
+	switch p.kind {
+	case objOther:
+		return p
+	case objRunPlan:
+		want = n.runPlan()
+	case objCoord:
+		want = n.coord(p.num)
+	case objJobPlan:
+		want = n.jobPlan(p.job)
+	case objSuccess:
+		want = n.success(p.job)
+	case objPublished:
+		want = n.published(p.job, p.num)
+	case objLedger:
+		want = n.ledger(p.unit)
+	}
+	if want != name {
+		return parsedName{}
+	}
+	return p
+}
+
+// parseLax is parse without the spelling check.
+func (n names) parseLax(name string) parsedName {
 	rest, ok := strings.CutPrefix(name, n.root)
 	if !ok {
 		return parsedName{}

@@ -359,7 +359,7 @@ var errBadTable = errors.New("malformed table")
 // order) and hands each row group to fn as an Arrow batch with the columns
 // in schema order. fn borrows the batch. Memory comes from alloc.
 func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn func(arrow.RecordBatch) error) (int64, error) {
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)),
+	f, err := parquetio.OpenFile(bytes.NewReader(data), int64(len(data)),
 		parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errBadTable, err)
@@ -372,7 +372,7 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 	perm := make([]int, len(fields))
 	for j, fd := range fields {
 		idx := schema.FieldIndices(fd.Name())
-		if len(idx) != 1 || !fd.Leaf() || fd.Repeated() || fd.Type().Kind() != parquet.Int64 {
+		if len(idx) != 1 || !fd.Leaf() || fd.Repeated() || !parquetio.IsInt64(fd.Type()) {
 			return 0, fmt.Errorf("%w: column %q does not match %v", errBadTable, fd.Name(), schema)
 		}
 		perm[j] = idx[0]
@@ -393,10 +393,21 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 			}
 		}
 		for j, cc := range rg.ColumnChunks() {
+			// n is the file's claim, so memory follows the values the
+			// pages hold: sized for PLAIN pages of this file (exact for an
+			// uncompressed table), grown by doubling past that.
 			buf := memory.NewResizableBuffer(alloc)
-			buf.Resize(int(n) * 8)
-			vals := arrow.Int64Traits.CastFromBytes(buf.Bytes())[:n:n]
-			generic, err = parquetio.Int64Chunk(cc, vals, generic)
+			buf.Resize(int(min(n, int64(len(data)/8+1))) * 8)
+			var vals []int64
+			vals, generic, err = parquetio.Int64ChunkGrow(cc, n, func(k int) []int64 {
+				if k*8 > buf.Len() {
+					buf.Resize(int(min(n, int64(max(k, 2*buf.Len()/8)))) * 8)
+				}
+				return arrow.Int64Traits.CastFromBytes(buf.Bytes())
+			}, generic)
+			if err == nil {
+				buf.Resize(len(vals) * 8)
+			}
 			if err != nil {
 				buf.Release()
 				release()

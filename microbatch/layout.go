@@ -51,10 +51,16 @@ func stateObjectName(v int64, stage string, subtask int) string {
 	return dirState + batchName(v) + "-op-" + stage + "-s" + strconv.Itoa(subtask)
 }
 
-// parseID parses a zero-padded batch id at the start of s.
+// parseID parses a zero-padded batch id at the start of s. Only digits
+// are taken ("+000…1" is not batch 1), so a name maps to one id and back.
 func parseID(s string) (int64, bool) {
 	if len(s) < idDigits {
 		return 0, false
+	}
+	for i := range idDigits {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
 	}
 	n, err := strconv.ParseInt(s[:idDigits], 10, 64)
 	if err != nil || n < 0 {

@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/state"
 )
 
 // The channel-state object (chk-<id>/<task>/channels) holds the in-flight
@@ -142,25 +144,9 @@ func decodeChannels(data []byte, alloc memory.Allocator) (out []chanStream, err 
 		if r.err != nil {
 			return out, fmt.Errorf("%w: truncated", errChanCorrupt)
 		}
-		var batches []arrow.RecordBatch
-		if len(body) > 0 {
-			rd, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(alloc))
-			if err != nil {
-				return out, fmt.Errorf("%w: %v", errChanCorrupt, err)
-			}
-			for rd.Next() {
-				b := rd.RecordBatch()
-				b.Retain()
-				batches = append(batches, b)
-			}
-			rerr := rd.Err()
-			rd.Release()
-			if rerr != nil {
-				for _, b := range batches {
-					b.Release()
-				}
-				return out, fmt.Errorf("%w: %v", errChanCorrupt, rerr)
-			}
+		batches, err := readChannelBatches(body, alloc)
+		if err != nil {
+			return out, err
 		}
 		k := 0
 		for j := 0; j < m; j++ {
@@ -232,4 +218,58 @@ func (r *byteReader) u64() uint64 {
 		return binary.LittleEndian.Uint64(b)
 	}
 	return 0
+}
+
+// readChannelBatches reads the IPC stream of one channel. The stream is
+// vetted first (state.CheckIPC): arrow-go's reader allocates whatever
+// lengths the bytes claim, and panics on some damaged metadata.
+func readChannelBatches(body []byte, alloc memory.Allocator) (batches []arrow.RecordBatch, err error) {
+	if len(body) == 0 {
+		return nil, nil
+	}
+	if err := state.CheckIPC(body); err != nil {
+		return nil, fmt.Errorf("%w: %v", errChanCorrupt, err)
+	}
+	// A dry run from Go's allocator first: after a panic inside arrow-go
+	// (recovered below) buffers it allocated can stay retained, and
+	// alloc's memory would never come back. Channel state is small and
+	// read only by a restore, so reading it twice costs little.
+	dry, err := readIPC(body, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range dry {
+		b.Release()
+	}
+	return readIPC(body, alloc)
+}
+
+// readIPC reads the record batches of a vetted IPC stream from alloc.
+func readIPC(body []byte, alloc memory.Allocator) (batches []arrow.RecordBatch, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			for _, b := range batches {
+				b.Release()
+			}
+			batches, err = nil, fmt.Errorf("%w: %v", errChanCorrupt, r)
+		}
+	}()
+	rd, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(alloc),
+		ipc.WithMetadataSizeLimit(int64(len(body))), ipc.WithBodySizeLimit(int64(len(body))))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errChanCorrupt, err)
+	}
+	defer rd.Release()
+	for rd.Next() {
+		b := rd.RecordBatch()
+		b.Retain()
+		batches = append(batches, b)
+	}
+	if err := rd.Err(); err != nil {
+		for _, b := range batches {
+			b.Release()
+		}
+		return nil, fmt.Errorf("%w: %v", errChanCorrupt, err)
+	}
+	return batches, nil
 }

@@ -4,12 +4,42 @@
 package parquetio
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/parquet-go/parquet-go"
 )
+
+// OpenFile is parquet.OpenFile, with a panic of parquet-go on damaged
+// metadata (it indexes slices with lengths it read) returned as an error,
+// and the footer length checked first: parquet-go allocates whatever the
+// last 8 bytes claim (up to 4 GiB, "PAR1PAR1" asks for 827 MB) before
+// reading it.
+func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet.File, err error) {
+	defer Recover(&err)
+	var tail [8]byte
+	if size < 12 {
+		return nil, fmt.Errorf("not a Parquet file: %d bytes", size)
+	}
+	if _, err := r.ReadAt(tail[:], size-8); err != nil {
+		return nil, fmt.Errorf("reading the Parquet footer: %w", err)
+	}
+	if footer := int64(binary.LittleEndian.Uint32(tail[:4])); footer > size-12 {
+		return nil, fmt.Errorf("not a Parquet file: footer of %d bytes in a %d-byte file", footer, size)
+	}
+	return parquet.OpenFile(r, size, opts...)
+}
+
+// Recover, deferred directly, turns a panic of parquet-go while reading a
+// damaged file into *err. parquet-go trusts offsets and lengths in the
+// file; a reader of durable or user files must fail, not crash.
+func Recover(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("damaged Parquet data: %v", r)
+	}
+}
 
 // Int64Chunk reads a column chunk of exactly len(out) int64 values into
 // out. Pages that offer parquet.Int64Reader (PLAIN pages) are read straight
@@ -18,37 +48,65 @@ import (
 // reading many chunks allocates it once. A null value, or a count other
 // than len(out), is an error.
 func Int64Chunk(cc parquet.ColumnChunk, out []int64, scratch []parquet.Value) ([]parquet.Value, error) {
+	_, scratch, err := Int64ChunkGrow(cc, int64(len(out)), func(int) []int64 { return out }, scratch)
+	return scratch, err
+}
+
+// maxEmptyPages bounds the pages without values Int64ChunkGrow reads in
+// one column chunk.
+const maxEmptyPages = 1024
+
+// Int64ChunkGrow reads a column chunk of exactly n int64 values without
+// sizing memory by n, which is the file's claim: a damaged row count must
+// not make the reader allocate terabytes. Before each page it calls
+// grow(k), which returns a slice of at least k values holding the values
+// read so far, where k counts the values the pages read actually hold. It
+// returns the last slice grow returned, cut to n.
+func Int64ChunkGrow(cc parquet.ColumnChunk, n int64, grow func(k int) []int64, scratch []parquet.Value) (out []int64, _ []parquet.Value, err error) {
+	defer Recover(&err)
 	pages := cc.Pages()
 	defer pages.Close()
-	got := 0
+	got, empty := 0, 0
 	for {
 		p, err := pages.ReadPage()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return scratch, err
+			return out, scratch, err
+		}
+		if p.NumValues() == 0 {
+			// A damaged page header can hand back the same empty page
+			// forever; no writer needs this many in one chunk.
+			if empty++; empty > maxEmptyPages {
+				parquet.Release(p)
+				return out, scratch, fmt.Errorf("more than %d empty pages in a column chunk", maxEmptyPages)
+			}
 		}
 		if p.NumNulls() > 0 {
 			parquet.Release(p)
-			return scratch, fmt.Errorf("%d null values in a required int64 column", p.NumNulls())
+			return out, scratch, fmt.Errorf("%d null values in a required int64 column", p.NumNulls())
 		}
 		k := int(p.NumValues())
-		if got+k > len(out) {
+		if int64(got+k) > n || k < 0 {
 			parquet.Release(p)
-			return scratch, fmt.Errorf("more values than the row group's %d rows", len(out))
+			return out, scratch, fmt.Errorf("more values than the row group's %d rows", n)
+		}
+		if out = grow(got + k); len(out) < got+k {
+			parquet.Release(p)
+			return out, scratch, fmt.Errorf("more values than the row group's %d rows", len(out))
 		}
 		scratch, err = int64Page(p, out[got:got+k], scratch)
 		parquet.Release(p)
 		if err != nil {
-			return scratch, err
+			return out, scratch, err
 		}
 		got += k
 	}
-	if got != len(out) {
-		return scratch, fmt.Errorf("%d values for %d rows", got, len(out))
+	if int64(got) != n {
+		return out, scratch, fmt.Errorf("%d values for %d rows", got, n)
 	}
-	return scratch, nil
+	return out[:got], scratch, nil
 }
 
 // int64Page reads exactly len(out) int64 values of page p.
@@ -97,4 +155,22 @@ func int64Page(p parquet.Page, out []int64, scratch []parquet.Value) ([]parquet.
 		return scratch, fmt.Errorf("page yielded %d of %d values", got, len(out))
 	}
 	return scratch, nil
+}
+
+// Kind is t's physical kind; ok is false for types that have none.
+// parquet-go's logical types for groups (LIST, MAP) panic when asked for
+// their kind, and a damaged or foreign file can attach them to a leaf.
+func Kind(t parquet.Type) (k parquet.Kind, ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return t.Kind(), true
+}
+
+// IsInt64 reports whether t is stored as INT64.
+func IsInt64(t parquet.Type) bool {
+	k, ok := Kind(t)
+	return ok && k == parquet.Int64
 }

@@ -114,7 +114,7 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 	if err != nil {
 		return rows, fmt.Errorf("reading %s: %w", path, err)
 	}
-	pf, err := parquet.OpenFile(f, fi.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	pf, err := parquetio.OpenFile(f, fi.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return rows, fmt.Errorf("reading parquet file %s: %w", path, err)
 	}
@@ -133,7 +133,7 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 			return rows, fmt.Errorf("%s: column %q is a group, want int64", path, fd.Name())
 		case fd.Repeated():
 			return rows, fmt.Errorf("%s: column %q is repeated, want a plain int64", path, fd.Name())
-		case fd.Type().Kind() != parquet.Int64:
+		case !parquetio.IsInt64(fd.Type()):
 			return rows, fmt.Errorf("%s: column %q is %s, want int64", path, fd.Name(), fd.Type())
 		}
 	}
@@ -145,8 +145,16 @@ func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
 		}
 		cols := make([][]int64, len(sh.cols))
 		for j, cc := range rg.ColumnChunks() {
-			vals := make([]int64, n)
-			generic, err = parquetio.Int64Chunk(cc, vals, generic)
+			// n is the file's claim: memory follows what the pages hold
+			// (a damaged footer must not ask for terabytes).
+			grown := make([]int64, 0, min(n, fi.Size()/8+1))
+			var vals []int64
+			vals, generic, err = parquetio.Int64ChunkGrow(cc, n, func(k int) []int64 {
+				if k > len(grown) {
+					grown = append(grown, make([]int64, k-len(grown))...)
+				}
+				return grown
+			}, generic)
 			if err != nil {
 				return rows, fmt.Errorf("%s: row group %d column %q: %w", path, g, names[j], err)
 			}

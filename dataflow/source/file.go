@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/rewind-engine/rewind/dataflow/parquetio"
 )
 
 // csvHeader is the only header a CSV input may have: requiring it exactly
@@ -356,7 +358,7 @@ func openParquet(path string, f *os.File) (*parquet.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file: %w", err)
 	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true))
+	pf, err := parquetio.OpenFile(f, st.Size(), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, fmt.Errorf("file: %s: not a readable Parquet file: %w", path, err)
 	}
@@ -378,9 +380,10 @@ func parquetColumns(path string, s *parquet.Schema) ([4]int, error) {
 			return idx, fmt.Errorf("file: %s: Parquet schema has no column %q (want int64 columns %s; file has %s)",
 				path, f.Name, csvHeader, strings.Join(have, ","))
 		}
-		if typ := leaf.Node.Type(); typ.Kind() != parquet.Int64 {
+		if typ := leaf.Node.Type(); !parquetio.IsInt64(typ) {
 			desc := typ.String()
-			if phys := typ.Kind().String(); phys != desc {
+			if k, ok := parquetio.Kind(typ); ok && k.String() != desc {
+				phys := k.String()
 				desc += " (physical " + phys + ")"
 			}
 			return idx, fmt.Errorf("file: %s: Parquet column %q has type %s, want int64", path, f.Name, desc)

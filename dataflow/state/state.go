@@ -341,25 +341,48 @@ func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operat
 	if len(h.KeyGroups) == 0 {
 		return h.OpID, nil, nil
 	}
+	if parent != nil {
+		// A dry run over views that are not reference counted first: a
+		// panic inside arrow-go (recovered in readBatches) can leave views
+		// of parent retained that nothing would release, and the
+		// allocator's memory would never come back. Reading the batches
+		// parses metadata and slices buffers, it does not copy data, so
+		// the second pass costs little next to the copy and checksum.
+		dry, err := readBatches(h, body, nil)
+		if err != nil {
+			return "", nil, err
+		}
+		operator.ReleaseStates(dry)
+	}
+	parts, err = readBatches(h, body, parent)
+	if err != nil {
+		return "", nil, err
+	}
+	return h.OpID, parts, nil
+}
+
+// readBatches reads the IPC section body of a blob with header h into one
+// part per key group, with buffers viewing body (through parent when set).
+func readBatches(h Header, body []byte, parent *memory.Buffer) (parts []operator.KeyGroupState, err error) {
 	defer func() {
 		// The checksum matched, so this is a writer bug or a checksum
 		// collision; either way report it rather than crash the worker.
 		if r := recover(); r != nil {
 			operator.ReleaseStates(parts)
-			opID, parts, err = "", nil, fmt.Errorf("%w: decoding state of %s: %v", ErrCorrupt, h.OpID, r)
+			parts, err = nil, fmt.Errorf("%w: decoding state of %s: %v", ErrCorrupt, h.OpID, r)
 		}
 	}()
 	msgs := &messages{data: body, parent: parent}
 	rd, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: state of %s: %v", ErrCorrupt, h.OpID, err)
+		return nil, fmt.Errorf("%w: state of %s: %v", ErrCorrupt, h.OpID, err)
 	}
 	defer rd.Release()
 	parts = make([]operator.KeyGroupState, 0, len(h.KeyGroups))
 	for rd.Next() {
 		if len(parts) == len(h.KeyGroups) {
 			operator.ReleaseStates(parts)
-			return "", nil, fmt.Errorf("%w: state of %s holds more batches than its %d key groups", ErrCorrupt, h.OpID, len(h.KeyGroups))
+			return nil, fmt.Errorf("%w: state of %s holds more batches than its %d key groups", ErrCorrupt, h.OpID, len(h.KeyGroups))
 		}
 		b := rd.RecordBatch()
 		b.Retain()
@@ -367,9 +390,9 @@ func decodeAll(data []byte, alloc memory.Allocator) (opID string, parts []operat
 	}
 	if err := rd.Err(); err != nil || len(parts) != len(h.KeyGroups) {
 		operator.ReleaseStates(parts)
-		return "", nil, fmt.Errorf("%w: state of %s: %d of %d batches read: %v", ErrCorrupt, h.OpID, len(parts), len(h.KeyGroups), err)
+		return nil, fmt.Errorf("%w: state of %s: %d of %d batches read: %v", ErrCorrupt, h.OpID, len(parts), len(h.KeyGroups), err)
 	}
-	return h.OpID, parts, nil
+	return parts, nil
 }
 
 // messages reads IPC stream messages out of a byte slice without copying:
@@ -379,6 +402,7 @@ type messages struct {
 	data   []byte
 	parent *memory.Buffer
 	off    int
+	n      int // messages read
 	msg    *ipc.Message
 }
 
@@ -409,13 +433,21 @@ func (r *messages) Message() (*ipc.Message, error) {
 	if metaLen < 0 || metaLen > int64(len(rest)-8) {
 		return nil, fmt.Errorf("arrow/ipc: message metadata of %d bytes, %d left", metaLen, len(rest)-8)
 	}
-	meta := r.view(r.off+8, int(metaLen))
-	defer meta.Release()
-	// The body length is in the metadata; a message without body reads it.
-	probe := ipc.NewMessage(meta, memory.NewBufferBytes(nil))
+	// The body length is in the metadata; a message without body reads
+	// it. The probe gets a view that is not reference counted: the
+	// flatbuffer parser panics on damaged metadata (decodeAll recovers),
+	// and a panic inside NewMessage would leave a counted view retained.
+	metaAt := r.off + 8
+	if err := checkMeta(r.data[metaAt : metaAt+int(metaLen)]); err != nil {
+		return nil, fmt.Errorf("arrow/ipc: message %d: %w", r.n, err)
+	}
+	r.n++
+	probe := ipc.NewMessage(memory.NewBufferBytes(r.data[metaAt:metaAt+int(metaLen)]), memory.NewBufferBytes(nil))
 	bodyLen := probe.BodyLen()
 	probe.Release()
-	bodyOff := r.off + 8 + int(metaLen)
+	meta := r.view(metaAt, int(metaLen))
+	defer meta.Release()
+	bodyOff := metaAt + int(metaLen)
 	if bodyLen < 0 || bodyLen > int64(len(r.data)-bodyOff) {
 		return nil, fmt.Errorf("arrow/ipc: message body of %d bytes, %d left", bodyLen, len(r.data)-bodyOff)
 	}
