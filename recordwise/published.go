@@ -163,7 +163,7 @@ func (inc *incarnation) reconcilePublished(complete int64, carried []epochSpan) 
 			return fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
 		}
 		inc.obs.note(fmt.Sprintf("recovery point %d was taken while a replay after a fallback was under way: "+
-			"the %d rows visible in epochs %d to %d are still not published again", inc.from, len(r), sp.After+1, sp.Through))
+			"the %d rows visible in epochs %d to %d are still not published again", inc.from, len(r), max(sp.After+1, 1), sp.Through))
 		rows = append(rows, r...)
 		spans = addSpan(spans, sp)
 	}
