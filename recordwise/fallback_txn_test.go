@@ -161,3 +161,49 @@ func damageAllButOldest(t *testing.T, runDir, damage string) uint64 {
 	}
 	return uint64(id)
 }
+
+// epochRows is an EpochPublisher over rows by epoch, for publishedIn.
+type epochRows map[int64][][]int64
+
+func (e epochRows) PublishedAfter(after int64) (int64, [][]int64, error) {
+	last := int64(-1)
+	var rows [][]int64
+	for ep, r := range e {
+		last = max(last, ep)
+		if ep > after {
+			rows = append(rows, r...)
+		}
+	}
+	return last, rows, nil
+}
+
+// TestReplayedSpans: publishedIn returns exactly the rows of the span's
+// epochs, equal rows in other epochs included as often as they occur
+// inside; spans touching are joined; metadata naming a span a point cannot
+// carry is refused.
+func TestReplayedSpans(t *testing.T) {
+	pub := epochRows{1: {{1, 1}}, 2: {{2, 1}, {7, 7}}, 3: {{7, 7}, {3, 1}}, 4: {{7, 7}, {4, 1}}}
+	got, err := publishedIn(pub, epochSpan{After: 1, Through: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, slices.Compare)
+	if want := [][]int64{{2, 1}, {3, 1}, {7, 7}, {7, 7}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("rows of epochs 2..3: got %v, want %v", got, want)
+	}
+	spans := addSpan(addSpan(nil, epochSpan{-1, 2}), epochSpan{2, 5})
+	if want := []epochSpan{{-1, 5}}; !slices.Equal(spans, want) {
+		t.Fatalf("joined spans: got %v, want %v", spans, want)
+	}
+	if spans = addSpan(spans, epochSpan{7, 9}); len(spans) != 2 {
+		t.Fatalf("disjoint spans joined: %v", spans)
+	}
+	if err := checkReplayed(spans, 10); err != nil {
+		t.Fatalf("valid spans refused: %v", err)
+	}
+	for _, bad := range [][]epochSpan{{{-2, 3}}, {{3, 3}}, {{1, 10}}, {{4, 6}, {5, 8}}} {
+		if err := checkReplayed(bad, 10); err == nil {
+			t.Fatalf("spans %v accepted for recovery point 10", bad)
+		}
+	}
+}
