@@ -257,7 +257,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			st, _ := c.co.Stats(a.ID)
 			md := metadata{Version: layoutVersion, Job: c.inc.plan.job.Name, RunID: c.inc.runID, Checkpoint: uint64(a.ID),
 				Parallelism: c.inc.plan.parallelism, Barriers: c.inc.mode.String(),
-				TriggeredAt: st.Triggered.UTC().Format(time.RFC3339Nano)}
+				TriggeredAt: st.Triggered.UTC().Format(time.RFC3339Nano), Replayed: c.inc.replayed}
 			for _, p := range a.Parts {
 				md.Parts = append(md.Parts, metaPart{Task: string(p.Task), Key: p.Part.Key, StateBytes: p.Part.StateBytes,
 					InFlightBytes: p.Part.InFlightBytes, InFlightRecords: p.Part.InFlightRecords})

@@ -103,6 +103,10 @@ type scenario struct {
 	stopWhen func(CheckpointStats) bool
 	// resumed runs the scenario as a --resume process (run.Config.Resumed).
 	resumed bool
+	// retained overrides --retained-checkpoints (default 2); params the
+	// job parameters (default job.DefaultParams).
+	retained int
+	params   *job.Params
 }
 
 type result struct {
@@ -143,12 +147,18 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	if sc.cpTimeout == 0 {
 		sc.cpTimeout = 10 * time.Second
 	}
+	if sc.retained == 0 {
+		sc.retained = 2
+	}
 	p := job.DefaultParams
+	if sc.params != nil {
+		p = *sc.params
+	}
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "recordwise", Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout,
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, CheckpointInterval: sc.interval,
-		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: 2,
+		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained,
 		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
@@ -53,10 +52,13 @@ type incarnation struct {
 	// firstEpoch is the sink epoch the restored tasks write first: after
 	// from, and after every epoch the sink already published.
 	firstEpoch int64
-	// published are the visible rows of sink epochs after from (only after
-	// a fallback past a committed recovery point); the sink tasks drop
-	// their replays.
+	// published are the visible rows of the sink epochs in replayed (only
+	// after a fallback past a committed recovery point); the sink tasks drop
+	// their replays. replayed is written into every recovery point this
+	// incarnation takes, so a later restore from one of them still drops
+	// them (see reconcilePublished).
 	published *publishedRows
+	replayed  []epochSpan
 
 	// What the start found and chose, and the read positions it resumed
 	// from (input/partition -> offset), for the observer.
@@ -208,7 +210,7 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	if err := sh.env.Sink.Recover(complete); err != nil {
 		return inc, fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
 	}
-	if err := inc.reconcilePublished(complete); err != nil {
+	if err := inc.reconcilePublished(complete, rp.meta.Replayed); err != nil {
 		return inc, err
 	}
 	if err := inc.build(rp); err != nil {
@@ -451,36 +453,6 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 		}
 		t.src = h
 	}
-	return nil
-}
-
-// reconcilePublished makes the restored sink tasks start after every epoch
-// the sink already published. Epochs after the restored point complete can
-// be visible only when the restore fell back past a newer recovery point
-// that was committed and then proved unreadable. Then the replay would
-// publish their rows again (and, reusing their epoch numbers, replace some
-// of their files): the rule is that a row already visible is never
-// published again, so their rows are read back and the sink tasks drop
-// their replays (see publishedRows).
-func (inc *incarnation) reconcilePublished(complete int64) error {
-	inc.firstEpoch = int64(inc.from) + 1
-	pub, ok := inc.env.Sink.(sink.EpochPublisher)
-	if !ok {
-		return nil
-	}
-	last, rows, err := pub.PublishedAfter(complete)
-	if err != nil {
-		return fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
-	}
-	if last <= complete {
-		return nil
-	}
-	if inc.published, err = newPublishedRows(inc.env.Job.Output, rows); err != nil {
-		return fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
-	}
-	inc.firstEpoch = last + 1
-	inc.obs.note(fmt.Sprintf("resumed from recovery point %d while the sink had published epochs up to %d: "+
-		"the %d rows visible in epochs after %d are not published again", inc.from, last, len(rows), complete))
 	return nil
 }
 

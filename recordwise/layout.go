@@ -112,6 +112,17 @@ type metadata struct {
 	Barriers    string     `json:"barriers"`
 	TriggeredAt string     `json:"triggered_at"`
 	Parts       []metaPart `json:"parts"`
+	// Replayed are the sink epochs whose visible rows a run restored from
+	// this point may produce again: set only by an incarnation that fell
+	// back past a committed point, and carried by every point it and its
+	// successors take (see replayGuard).
+	Replayed []epochSpan `json:"replayed_epochs,omitempty"`
+}
+
+// epochSpan is the sink epochs e with After < e <= Through.
+type epochSpan struct {
+	After   int64 `json:"after"`
+	Through int64 `json:"through"`
 }
 
 type metaPart struct {

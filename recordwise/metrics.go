@@ -104,6 +104,9 @@ type observer struct {
 
 	recordsIn atomic.Int64
 	rowsOut   atomic.Int64
+	// replaysDropped counts replayed rows the sink tasks did not publish
+	// because they were already visible (see publishedRows).
+	replaysDropped atomic.Int64
 
 	mu         sync.Mutex
 	lat        *run.LatencyRecorder
@@ -162,6 +165,8 @@ func (o *observer) event(v map[string]any) {
 }
 
 func (o *observer) addRowsOut(n int64) { o.rowsOut.Add(n) }
+
+func (o *observer) addReplaysDropped(n int64) { o.replaysDropped.Add(n) }
 
 // handedOver records rows reaching a sink writer at `at`.
 func (o *observer) handedOver(rows []latEntry, at time.Time) {
@@ -417,6 +422,9 @@ func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
 		WallMs:      ms(wall),
 		Notes:       slices.Clone(o.notes),
 		ResumedFrom: o.resumedFrom,
+	}
+	if n := o.replaysDropped.Load(); n > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d replayed rows already visible (published before a fallback to an older recovery point) were not published again", n))
 	}
 	if wall > 0 {
 		s.ThroughputRPS = float64(s.RecordsIn) / wall.Seconds()

@@ -438,6 +438,7 @@ func (s *sinkTail) write(b arrow.RecordBatch, births []latEntry, now time.Time) 
 		}
 		if owned {
 			defer fb.Release()
+			s.obs.addReplaysDropped(b.NumRows() - fb.NumRows())
 			b = fb
 		}
 	}

@@ -240,6 +240,9 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		rp.rescaled = true
 		rp.chainWM = map[string]chainWatermarks{}
 	}
+	if err := checkReplayed(m.Replayed, id); err != nil {
+		return rp, fmt.Errorf("metadata: %w", err)
+	}
 	if err := inc.env.Faults.Point(PointMidRestore, coordinatorWorker); err != nil {
 		return rp, err
 	}
