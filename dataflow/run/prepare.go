@@ -317,7 +317,13 @@ func Finish(env *Env, s *Summary) error {
 		s.Notes = append(s.Notes, fmt.Sprintf("a forgetful source lost %d records in crashes: the result is incomplete, not exactly-once", s.LostRecords))
 	}
 	if s.SinkDuplicateRows > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("append sink: %d duplicate rows from replay are visible (resolving by write key removes them)", s.SinkDuplicateRows))
+		if env.Config.SinkMode == sink.Append {
+			s.Notes = append(s.Notes, fmt.Sprintf("append sink: %d duplicate rows from replay are visible (resolving by write key removes them)", s.SinkDuplicateRows))
+		} else {
+			// The idempotent and transactional contracts promise none: say
+			// so rather than excuse them as replay.
+			s.Notes = append(s.Notes, fmt.Sprintf("%s sink: %d duplicate rows are visible, which its contract does not allow (resolving by write key removes them)", env.Config.SinkMode, s.SinkDuplicateRows))
+		}
 	}
 	if s.LateRows > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d late rows were dropped: the input's disorder exceeds --max-disorder", s.LateRows))
