@@ -7,6 +7,8 @@
 # included), a bad input was not refused as it should be, or fuzzing failed.
 #
 #   SOAK_SCHEDULES=1000 SOAK_SEED=1 SOAK_PARALLEL=2 scripts/soak.sh
+#   SOAK_FUZZ=0 scripts/soak.sh     the campaign and the stall tests only (run
+#                                   scripts/fuzz.sh on its own, e.g. beside it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +41,9 @@ if REWIND_SOAK=1 go test -count=1 -timeout 30m -run 'TestStorageFrozen|TestStora
 } >>"$report"
 rm -f "$stalllog"
 
-if [[ -x scripts/fuzz.sh ]]; then
+if [[ ${SOAK_FUZZ:-1} == 0 ]]; then
+	printf '\n## Fuzzing\n\nNot part of this run (SOAK_FUZZ=0): `scripts/fuzz.sh` runs every target on its own.\n' >>"$report"
+elif [[ -x scripts/fuzz.sh ]]; then
 	echo "== fuzz (scripts/fuzz.sh)"
 	fuzzlog=$(mktemp)
 	fstart=$SECONDS
