@@ -80,11 +80,13 @@ func vetPages(r io.ReaderAt, size int64, meta *format.FileMetaData) error {
 	return nil
 }
 
-// pageVetter holds the header buffer one file's walk reuses.
+// pageVetter holds what one file's walk reuses from page to page.
 type pageVetter struct {
 	r    io.ReaderAt
 	size int64
 	buf  []byte
+	br   *boundedReader
+	dec  *thrift.Decoder
 }
 
 // chunk walks the pages of one column chunk as parquet-go will: from the
@@ -141,11 +143,18 @@ func (v *pageVetter) header(pos, end int64) (*format.PageHeader, int64, error) {
 		if k, err := v.r.ReadAt(b, pos); k < len(b) {
 			return nil, 0, fmt.Errorf("reading the page header: %w", err)
 		}
+		if v.br == nil {
+			v.br = &boundedReader{BytesReader: new(thrift.CompactProtocol).NewReaderFromBytes(nil)}
+			v.dec = thrift.NewDecoder(v.br)
+		}
+		v.br.ResetBytes(b)
+		v.br.n = len(b)
+		// A fresh header each time: the decoder keeps what a field of
+		// the previous one held when this one lacks it.
 		h := new(format.PageHeader)
-		br := boundedReader{BytesReader: new(thrift.CompactProtocol).NewReaderFromBytes(b), n: len(b)}
-		err := thrift.NewDecoder(&br).Decode(h)
+		err := v.dec.Decode(h)
 		if err == nil {
-			return h, int64(br.BytesRead()), nil
+			return h, int64(v.br.BytesRead()), nil
 		}
 		if n == end-pos || n == maxHeaderSize {
 			return nil, 0, fmt.Errorf("decoding the page header: %v", err)
