@@ -1,6 +1,6 @@
 // Package parquetio reads Parquet int64 columns into int64 slices, the
-// one read path the engine's Parquet readers share (the disk-phase tables
-// and the sink's resolver).
+// one read path the engine's Parquet readers share (the disk-phase tables,
+// the sink's resolver, the file source).
 package parquetio
 
 import (
