@@ -33,7 +33,7 @@ func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet
 	if f, err = parquet.OpenFile(r, size, opts...); err != nil {
 		return nil, err
 	}
-	if err := vetPages(r, size, f.Metadata()); err != nil {
+	if err := vetPages(r, size, f.Metadata(), f.OffsetIndexes()); err != nil {
 		return nil, err
 	}
 	return f, nil

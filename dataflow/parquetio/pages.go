@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
@@ -61,20 +62,41 @@ func maxRatio(c format.CompressionCodec) int64 {
 }
 
 // vetPages checks every page header of every column chunk of meta (a file
-// of size bytes read through r) before parquet-go reads a page.
-func vetPages(r io.ReaderAt, size int64, meta *format.FileMetaData) error {
+// of size bytes read through r) before parquet-go reads a page. offsets is
+// the file's offset index when parquet-go loaded it (one per column chunk,
+// row group by row group), else nil: seeking jumps to the page locations it
+// lists, so each must be the start of a page the walk vetted.
+func vetPages(r io.ReaderAt, size int64, meta *format.FileMetaData, offsets []format.OffsetIndex) error {
 	v := pageVetter{r: r, size: size}
+	k := 0
 	for g := range meta.RowGroups {
 		for c := range meta.RowGroups[g].Columns {
 			cc := &meta.RowGroups[g].Columns[c]
 			if len(cc.EncryptedColumnMetadata) > 0 {
 				// Encrypted headers cannot be read without the key, which
 				// the engine never has: parquet-go refuses these itself.
+				k++
 				continue
 			}
-			if err := v.chunk(&cc.MetaData); err != nil {
+			err := v.chunk(&cc.MetaData)
+			if err == nil && k < len(offsets) {
+				err = v.locations(offsets[k].PageLocations)
+			}
+			if err != nil {
 				return fmt.Errorf("%w: row group %d, column %d: %v", ErrBadPage, g, c, err)
 			}
+			k++
+		}
+	}
+	return nil
+}
+
+// locations checks that each page location is where the last chunk's walk
+// found a page header.
+func (v *pageVetter) locations(locs []format.PageLocation) error {
+	for i, l := range locs {
+		if _, ok := slices.BinarySearch(v.starts, l.Offset); !ok {
+			return fmt.Errorf("offset index: page %d at offset %d is not a page of the column chunk", i, l.Offset)
 		}
 	}
 	return nil
@@ -85,8 +107,10 @@ type pageVetter struct {
 	r    io.ReaderAt
 	size int64
 	buf  []byte
-	br   *boundedReader
-	dec  *thrift.Decoder
+	// starts are the offsets of the last chunk's page headers, ascending.
+	starts []int64
+	br     *boundedReader
+	dec    *thrift.Decoder
 }
 
 // chunk walks the pages of one column chunk as parquet-go will: from the
@@ -97,6 +121,7 @@ func (v *pageVetter) chunk(md *format.ColumnMetaData) error {
 	if md.DictionaryPageOffset != 0 {
 		start = md.DictionaryPageOffset
 	}
+	v.starts = v.starts[:0]
 	if md.TotalCompressedSize == 0 {
 		return nil
 	}
@@ -106,6 +131,7 @@ func (v *pageVetter) chunk(md *format.ColumnMetaData) error {
 	ratio := maxRatio(md.Codec)
 	pos, end := start, start+md.TotalCompressedSize
 	for page := 0; pos < end; page++ {
+		v.starts = append(v.starts, pos)
 		h, n, err := v.header(pos, end)
 		if err != nil {
 			return fmt.Errorf("page %d at offset %d: %v", page, pos, err)

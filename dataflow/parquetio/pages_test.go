@@ -240,7 +240,7 @@ func benchVetPages(b *testing.B, pageSize int) {
 	}
 	b.Run("vet", func(b *testing.B) {
 		for range b.N {
-			if err := vetPages(fh, size, f.Metadata()); err != nil {
+			if err := vetPages(fh, size, f.Metadata(), nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -257,4 +257,31 @@ func benchVetPages(b *testing.B, pageSize int) {
 			}
 		}
 	})
+}
+
+// With the page index loaded (the file source loads it, to seek), every
+// page location of the offset index must be a page the walk vetted: a
+// seek jumps straight to it.
+func TestVetPagesChecksOffsetIndex(t *testing.T) {
+	vals := make([]int64, 5000)
+	for i := range vals {
+		vals[i] = int64(i)
+	}
+	file := writeColumn(t, vals, &parquet.Snappy, 1, 1024)
+	f, err := OpenFile(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.OffsetIndexes()); n != 1 || len(f.OffsetIndexes()[0].PageLocations) < 2 {
+		t.Fatalf("want an offset index of several pages, got %d indexes", n)
+	}
+	// The splice moves the chunk but not the offset index, which so points
+	// at pages outside the chunk parquet-go will read.
+	moved := withFirstHeader(t, file, func(*format.PageHeader) {})
+	if _, err := OpenFile(bytes.NewReader(moved), int64(len(moved))); !errors.Is(err, ErrBadPage) {
+		t.Fatalf("an offset index pointing outside its chunk: err %v, want ErrBadPage", err)
+	}
+	if _, err := OpenFile(bytes.NewReader(moved), int64(len(moved)), parquet.SkipPageIndex(true)); err != nil {
+		t.Fatalf("the same file without its page index: %v", err)
+	}
 }
