@@ -175,8 +175,8 @@ func (v *pageVetter) header(pos, end int64) (*format.PageHeader, int64, error) {
 		}
 		v.br.ResetBytes(b)
 		v.br.n = len(b)
-		// A fresh header each time: the decoder keeps what a field of
-		// the previous one held when this one lacks it.
+		// A zero header each time, so no field of the previous page's
+		// survives where this header lacks it. Its byte fields alias b.
 		h := new(format.PageHeader)
 		err := v.dec.Decode(h)
 		if err == nil {
