@@ -1,6 +1,6 @@
 // Package parquetio reads Parquet int64 columns into int64 slices, the
-// one read path the engine's Parquet readers share (the disk-phase tables
-// and the sink's resolver).
+// one read path the engine's Parquet readers share (the disk-phase tables,
+// the sink's resolver, the file source).
 package parquetio
 
 import (
@@ -16,7 +16,8 @@ import (
 // metadata (it indexes slices with lengths it read) returned as an error,
 // and the footer length checked first: parquet-go allocates whatever the
 // last 8 bytes claim (up to 4 GiB, "PAR1PAR1" asks for 827 MB) before
-// reading it.
+// reading it. Every page header is then vetted (see vetPages), since
+// parquet-go allocates the size a page header claims before reading it.
 func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet.File, err error) {
 	defer Recover(&err)
 	var tail [8]byte
@@ -29,7 +30,13 @@ func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet
 	if footer := int64(binary.LittleEndian.Uint32(tail[:4])); footer > size-12 {
 		return nil, fmt.Errorf("not a Parquet file: footer of %d bytes in a %d-byte file", footer, size)
 	}
-	return parquet.OpenFile(r, size, opts...)
+	if f, err = parquet.OpenFile(r, size, opts...); err != nil {
+		return nil, err
+	}
+	if err := vetPages(r, size, f.Metadata(), f.OffsetIndexes()); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Recover, deferred directly, turns a panic of parquet-go while reading a
