@@ -188,6 +188,15 @@ func (c *coordinator) start(ctx context.Context) error {
 		return err
 	}
 	c.m, err = restore(x.mcfg, c.inc, d)
+	var gap LedgerGapError
+	if errors.As(err, &gap) {
+		missing := make([]string, len(gap.Missing))
+		for i, u := range gap.Missing {
+			missing[i] = x.names.ledger(u)
+		}
+		return fmt.Errorf("ledger entry %s is missing, yet job %d is committed (%s is in storage): durable storage lost part of the run's history, so it cannot be resumed; start a new run (--overwrite, with fresh --storage)",
+			strings.Join(missing, ", "), gap.Job, x.names.success(gap.Job))
+	}
 	if err != nil {
 		return fmt.Errorf("rebuilding the plan from %s: %w", x.names.root, err)
 	}

@@ -352,7 +352,7 @@ func restore(cfg machineConfig, inc int, d *durableState) (*machine, error) {
 		}
 		if c := d.commits[j]; c != nil {
 			if !m.readyToCommit(js) {
-				return nil, fmt.Errorf("job %d has a commit marker but not every unit in the ledger", j)
+				return nil, LedgerGapError{Job: j, Missing: m.unfinished(js)}
 			}
 			js.committed, js.commit = true, c
 		} else if j != ids[len(ids)-1] {
@@ -602,6 +602,35 @@ func (m *machine) allMapsDone(js *jobState) bool {
 		}
 	}
 	return true
+}
+
+// LedgerGapError is a committed job whose ledger lacks some of its units:
+// durable storage lost entries it had (a commit is only written once every
+// unit's entry is durable), so the run's history cannot be trusted. The
+// coordinator names the missing objects.
+type LedgerGapError struct {
+	Job     int
+	Missing []UnitID
+}
+
+func (e LedgerGapError) Error() string {
+	return fmt.Sprintf("job %d has a commit marker but the ledger lacks %d of its units (%v)", e.Job, len(e.Missing), e.Missing)
+}
+
+// unfinished lists the units of js without a ledger entry, maps first.
+func (m *machine) unfinished(js *jobState) []UnitID {
+	var out []UnitID
+	for _, s := range js.order {
+		if js.maps[s].status != stDone {
+			out = append(out, UnitID{js.id, kindMap, s})
+		}
+	}
+	for r, u := range js.reduces {
+		if u.status != stDone {
+			out = append(out, UnitID{js.id, kindReduce, r})
+		}
+	}
+	return out
 }
 
 func (m *machine) readyToCommit(js *jobState) bool {

@@ -1,6 +1,7 @@
 package diskphase
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -530,3 +531,28 @@ func TestMachineLostFileRerunsItsProducer(t *testing.T) {
 }
 
 func trackerState(n int) eventtime.State { return eventtime.NewTracker(n, 0).State() }
+
+// TestMachineRestoreNamesALedgerGap: a committed job whose ledger lacks
+// units (durable storage lost their entries) is refused with exactly those
+// units, so the coordinator can name the missing objects.
+func TestMachineRestoreNamesALedgerGap(t *testing.T) {
+	cfg := baseConfig(3, 2, modeWhole, 0)
+	d := emptyDurable()
+	d.plans[0] = JobPlan{Job: 0, Starts: make([]int64, 3), EOF: make([]bool, 3), Ends: []int64{-1, -1, -1},
+		Tracker: trackerState(3)}
+	d.maps[UnitID{0, kindMap, 1}] = &MapEntry{End: 10, EOF: true, MaxTS: 9, Records: 10, Files: []FileRef{{Name: "a", Rows: 1}, {}}}
+	d.commits[0] = &JobCommit{Job: 0}
+	_, err := restore(cfg, 1, d)
+	var gap LedgerGapError
+	if !errors.As(err, &gap) {
+		t.Fatalf("restore over a ledger gap: %v, want a LedgerGapError", err)
+	}
+	want := []UnitID{{0, kindMap, 0}, {0, kindMap, 2}, {0, kindReduce, 0}, {0, kindReduce, 1}}
+	if gap.Job != 0 || !slices.Equal(gap.Missing, want) {
+		t.Fatalf("gap %+v, want job 0 missing %v", gap, want)
+	}
+	n := names{root: "r/"}
+	if got := n.ledger(gap.Missing[0]); got != "r/j000000/ledger/m00000.json" {
+		t.Fatalf("ledger name %q", got)
+	}
+}
