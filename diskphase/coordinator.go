@@ -188,14 +188,9 @@ func (c *coordinator) start(ctx context.Context) error {
 		return err
 	}
 	c.m, err = restore(x.mcfg, c.inc, d)
-	var gap LedgerGapError
+	var gap HistoryGapError
 	if errors.As(err, &gap) {
-		missing := make([]string, len(gap.Missing))
-		for i, u := range gap.Missing {
-			missing[i] = x.names.ledger(u)
-		}
-		return fmt.Errorf("ledger entry %s is missing, yet job %d is committed (%s is in storage): durable storage lost part of the run's history, so it cannot be resumed; start a new run (--overwrite, with fresh --storage)",
-			strings.Join(missing, ", "), gap.Job, x.names.success(gap.Job))
+		return x.historyGap(gap)
 	}
 	if err != nil {
 		return fmt.Errorf("rebuilding the plan from %s: %w", x.names.root, err)
@@ -855,4 +850,24 @@ func (x *execution) finalSweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// historyGap names the objects durable storage lost (HistoryGapError) and
+// what the user can do: nothing resumes a run whose history has holes.
+func (x *execution) historyGap(gap HistoryGapError) error {
+	var missing []string
+	var yet string
+	switch {
+	case gap.NoPlan:
+		missing, yet = []string{x.names.jobPlan(gap.Job)}, "later jobs were planned"
+	case gap.NoCommit:
+		missing, yet = []string{x.names.success(gap.Job)}, fmt.Sprintf("job %d was planned (%s is in storage)", gap.Job+1, x.names.jobPlan(gap.Job+1))
+	default:
+		for _, u := range gap.Missing {
+			missing = append(missing, x.names.ledger(u))
+		}
+		yet = fmt.Sprintf("job %d is committed (%s is in storage)", gap.Job, x.names.success(gap.Job))
+	}
+	return fmt.Errorf("%s missing from durable storage, yet %s: storage lost part of the run's history, so the run cannot be resumed; start a new run (--overwrite, with fresh --storage)",
+		strings.Join(missing, ", "), yet)
 }

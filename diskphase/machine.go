@@ -326,7 +326,7 @@ func restore(cfg machineConfig, inc int, d *durableState) (*machine, error) {
 	sort.Ints(ids)
 	for i, j := range ids {
 		if j != i {
-			return nil, fmt.Errorf("durable storage holds plans of jobs %v: job %d is missing", ids, i)
+			return nil, HistoryGapError{Job: i, NoPlan: true}
 		}
 		p := d.plans[j]
 		if err := m.checkPlan(p); err != nil {
@@ -352,11 +352,11 @@ func restore(cfg machineConfig, inc int, d *durableState) (*machine, error) {
 		}
 		if c := d.commits[j]; c != nil {
 			if !m.readyToCommit(js) {
-				return nil, LedgerGapError{Job: j, Missing: m.unfinished(js)}
+				return nil, HistoryGapError{Job: j, Missing: m.unfinished(js)}
 			}
 			js.committed, js.commit = true, c
 		} else if j != ids[len(ids)-1] {
-			return nil, fmt.Errorf("job %d has no commit marker, yet job %d was planned", j, j+1)
+			return nil, HistoryGapError{Job: j, NoCommit: true}
 		}
 		m.cur = j
 	}
@@ -604,16 +604,26 @@ func (m *machine) allMapsDone(js *jobState) bool {
 	return true
 }
 
-// LedgerGapError is a committed job whose ledger lacks some of its units:
-// durable storage lost entries it had (a commit is only written once every
-// unit's entry is durable), so the run's history cannot be trusted. The
+// HistoryGapError is durable storage that lost records the protocol wrote
+// before later ones it still holds: a committed job's ledger entries (a
+// commit is only written once every unit's entry is durable), the commit
+// marker of a job followed by a planned one, or the plan of a job followed
+// by later plans. The run's history cannot be trusted then; the
 // coordinator names the missing objects.
-type LedgerGapError struct {
-	Job     int
-	Missing []UnitID
+type HistoryGapError struct {
+	Job      int
+	Missing  []UnitID // ledger entries of a committed job
+	NoCommit bool     // the job's commit marker, though job Job+1 was planned
+	NoPlan   bool     // the job's plan, though later jobs were planned
 }
 
-func (e LedgerGapError) Error() string {
+func (e HistoryGapError) Error() string {
+	switch {
+	case e.NoPlan:
+		return fmt.Sprintf("the plan of job %d is missing, yet later jobs were planned", e.Job)
+	case e.NoCommit:
+		return fmt.Sprintf("job %d has no commit marker, yet job %d was planned", e.Job, e.Job+1)
+	}
 	return fmt.Sprintf("job %d has a commit marker but the ledger lacks %d of its units (%v)", e.Job, len(e.Missing), e.Missing)
 }
 

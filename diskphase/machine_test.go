@@ -543,9 +543,9 @@ func TestMachineRestoreNamesALedgerGap(t *testing.T) {
 	d.maps[UnitID{0, kindMap, 1}] = &MapEntry{End: 10, EOF: true, MaxTS: 9, Records: 10, Files: []FileRef{{Name: "a", Rows: 1}, {}}}
 	d.commits[0] = &JobCommit{Job: 0}
 	_, err := restore(cfg, 1, d)
-	var gap LedgerGapError
+	var gap HistoryGapError
 	if !errors.As(err, &gap) {
-		t.Fatalf("restore over a ledger gap: %v, want a LedgerGapError", err)
+		t.Fatalf("restore over a ledger gap: %v, want a HistoryGapError", err)
 	}
 	want := []UnitID{{0, kindMap, 0}, {0, kindMap, 2}, {0, kindReduce, 0}, {0, kindReduce, 1}}
 	if gap.Job != 0 || !slices.Equal(gap.Missing, want) {
@@ -554,5 +554,21 @@ func TestMachineRestoreNamesALedgerGap(t *testing.T) {
 	n := names{root: "r/"}
 	if got := n.ledger(gap.Missing[0]); got != "r/j000000/ledger/m00000.json" {
 		t.Fatalf("ledger name %q", got)
+	}
+}
+
+// TestMachineRestoreNamesAMissingCommit: a job without its commit marker
+// followed by a planned job is a gap in the history, not a job to redo.
+func TestMachineRestoreNamesAMissingCommit(t *testing.T) {
+	cfg := baseConfig(3, 2, modeWhole, 0)
+	d := emptyDurable()
+	for j := range 2 {
+		d.plans[j] = JobPlan{Job: j, Starts: make([]int64, 3), EOF: make([]bool, 3), Ends: []int64{-1, -1, -1},
+			Tracker: trackerState(3)}
+	}
+	_, err := restore(cfg, 1, d)
+	var gap HistoryGapError
+	if !errors.As(err, &gap) || gap.Job != 0 || !gap.NoCommit {
+		t.Fatalf("restore over a missing commit marker: %v, want HistoryGapError{Job: 0, NoCommit: true}", err)
 	}
 }
