@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -49,4 +50,39 @@ func TestS3UploadSlowerThanTheAllowance(t *testing.T) {
 		t.Fatal("downloaded object differs")
 	}
 	t.Logf("upload of %d bytes at %d B/s took %v", size, rate, took.Round(time.Millisecond))
+}
+
+// TestS3FrozenServerMidDrainFails: the other side of the send-queue rule.
+// A server frozen while an upload's bytes drain over a slow link stops
+// taking them; the queue stops shrinking and the call fails with
+// ErrUnreachable long before the server is continued (15 s later), when
+// the upload would otherwise have gone through.
+func TestS3FrozenServerMidDrainFails(t *testing.T) {
+	srv := runtest.StartPrivateS3(t)
+	ctx := testCtx(t)
+	const callTimeout = 300 * time.Millisecond
+	const size, rate = 1 << 20, 1 << 19
+	p := runtest.StartSlowProxy(t, srv.Endpoint, 0, rate)
+	opts := srv.Options(callTimeout)
+	opts.Endpoint = p.Endpoint
+	st, err := storage.Open(ctx, srv.URL(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// The body is handed over at once; half a second later the bytes are
+	// still draining when the server stops.
+	thaw := time.AfterFunc(500*time.Millisecond, func() { srv.Freeze(15 * time.Second) })
+	defer thaw.Stop()
+	defer srv.Thaw()
+	start := time.Now()
+	err = st.Put(ctx, "big", bytes.Repeat([]byte("0123456789abcdef"), size/16))
+	took := time.Since(start)
+	if !srv.Frozen() {
+		t.Fatalf("the upload ended (%v) after %v, before the server was frozen mid-drain", err, took)
+	}
+	if !errors.Is(err, storage.ErrUnreachable) {
+		t.Fatalf("upload to a server frozen mid-drain: %v after %v; want ErrUnreachable", err, took)
+	}
+	t.Logf("failed after %v: %v", took.Round(time.Millisecond), err)
 }
