@@ -830,6 +830,14 @@ func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 			total += avail[g]
 		}
 	}
+	if c.opts.hooks.evenPlans && c.opts.maxBatch > 0 {
+		share := (c.opts.maxBatch + int64(nparts) - 1) / int64(nparts)
+		for g := range avail {
+			if eofAt[g] < 0 && avail[g] < share {
+				return Planned{Empty: true}, nil
+			}
+		}
+	}
 	take := avail
 	capped := false
 	if lim := c.opts.maxBatch; lim > 0 && total > lim {

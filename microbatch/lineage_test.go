@@ -101,8 +101,10 @@ func TestLostPiecesRebuiltByLineage(t *testing.T) {
 				const par = 3
 				var progress bytes.Buffer
 				sc := &scenario{job: jobName, inputs: defaultInputs(jobName, 3000, 5), mode: sink.Append, parallelism: par,
-					fails:    []fault.Spec{{Worker: -1, Point: PointMidRun, Occurrence: occurrenceFor(PointMidRun, 2, par)}},
-					opts:     Options{MaxBatchRecords: 500, LostPieceRecovery: mode},
+					fails: []fault.Spec{{Worker: -1, Point: PointMidRun, Occurrence: occurrenceFor(PointMidRun, 2, par)}},
+					// Even plans: every batch takes a piece of every
+					// partition, so whichever worker dies holds pieces.
+					opts:     Options{MaxBatchRecords: 500, LostPieceRecovery: mode, hooks: testHooks{evenPlans: true}},
 					progress: &progress, ledger: newBatchLedger()}
 				// The batch-id ledger sees every delivery: under lineage no
 				// batch may reach the sink twice.

@@ -83,6 +83,11 @@ type testHooks struct {
 	// batch before the previous one is committed: the executor as it was
 	// before both. Benchmarks measure against them.
 	serialSeal, noPlanAhead bool
+	// evenPlans plans a batch only once every partition not at its end
+	// holds its even share of MaxBatchRecords beyond the batch before, so
+	// every batch takes a piece of every partition whatever the readers'
+	// timing (tests that kill a worker must find it holding pieces).
+	evenPlans bool
 }
 
 // options are Options resolved against the run configuration.

@@ -98,6 +98,19 @@ port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+# listens_on PID PORT: is it PID that listens on PORT? Another process can
+# take the port between pick_port and versitygw's bind (the range overlaps
+# the ephemeral ports); without this check its endpoint would be reported
+# as ours, and freezing PID would freeze nothing. Where ss is missing, only
+# that something listens can be checked.
+listens_on() {
+	if command -v ss >/dev/null 2>&1; then
+		ss -Hltnp "sport = :$2" 2>/dev/null | grep -q "pid=$1,"
+	else
+		port_in_use "$2"
+	fi
+}
+
 pick_port() {
 	local port tries=0
 	while ((tries < 50)); do
@@ -140,7 +153,7 @@ cmd_start() {
 				tail -n 5 "$dir/log" >&2 || true
 				break
 			fi
-			if port_in_use "$port"; then
+			if listens_on "$pid" "$port"; then
 				printf '%s\n' "$pid" >"$dir/pid"
 				{
 					printf 'export REWIND_S3_ENDPOINT=http://127.0.0.1:%s\n' "$port"

@@ -259,7 +259,7 @@ func (s *s3Store) putReader(ctx context.Context, op, name string, r io.Reader, s
 	} else {
 		r = progressReader{r: r, w: w}
 	}
-	_, err := s.client.PutObject(cctx, s.bucket, s.key(name), r, size, minio.PutObjectOptions{
+	_, err := s.client.PutObject(w.traced(cctx), s.bucket, s.key(name), r, size, minio.PutObjectOptions{
 		ContentType:      "application/octet-stream",
 		DisableMultipart: true,
 	})
