@@ -143,8 +143,12 @@ cmd_start() {
 	for attempt in 1 2 3 4 5; do
 		port=$(pick_port)
 		log "starting $bin on 127.0.0.1:$port (attempt $attempt), objects in $dir/data"
+		# A session of its own: a SIGSTOPped server left in the caller's
+		# process group is sent SIGCONT by the kernel whenever another
+		# member exits while that group is orphaned (POSIX job control),
+		# which thawed a "frozen" server in the middle of a test.
 		ROOT_ACCESS_KEY=$access ROOT_SECRET_KEY=$secret \
-			nohup "$bin" --port "127.0.0.1:$port" --quiet posix "$dir/data" >"$dir/log" 2>&1 </dev/null &
+			setsid nohup "$bin" --port "127.0.0.1:$port" --quiet posix "$dir/data" >"$dir/log" 2>&1 </dev/null &
 		pid=$!
 		waited=0
 		while ((waited < 150)); do # 15 s

@@ -338,6 +338,13 @@ func (s *s3Store) List(ctx context.Context, prefix string) ([]Object, error) {
 		}
 		objs = append(objs, Object{Name: name, Size: payloadSize(info.Size), ModTime: info.LastModified})
 	}
+	// minio-go ends a listing silently when its context is cancelled (before
+	// the first page or between pages): without this check a deadline or a
+	// cancelled run would pass for a short listing, and a restore could
+	// take "no recovery point" for an answer.
+	if err := cctx.Err(); err != nil {
+		return nil, s.errf(ctx, cctx, "list", prefix, err)
+	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Name < objs[j].Name })
 	return objs, nil
 }
