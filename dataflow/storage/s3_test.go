@@ -549,3 +549,24 @@ func TestS3BucketRoot(t *testing.T) {
 		t.Fatalf("List at bucket root = %v, %v; want a/b, c and nothing else", objs, err)
 	}
 }
+
+// TestS3ListCancelledIsAnError: minio-go ends a listing without an error
+// when its context is cancelled; the store must not pass that off as a
+// short (here: empty) listing, or a restore could find "no recovery point"
+// in a run that has some.
+func TestS3ListCancelledIsAnError(t *testing.T) {
+	st := openS3Test(t)
+	ctx := testCtx(t)
+	if err := st.Put(ctx, "chk/1/x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	objs, err := st.List(cctx, "chk/")
+	if err == nil {
+		t.Fatalf("a listing with a cancelled context returned %d objects and no error", len(objs))
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled listing: %v, want it to wrap context.Canceled", err)
+	}
+}
