@@ -202,9 +202,19 @@ func (s *idempotentSink) view(f func(*bolt.Tx) error) error {
 	return s.guard(func() error { return s.db.View(f) })
 }
 
-// check runs bbolt's consistency check over the whole store.
+// check runs bbolt's consistency check over the whole store. bbolt runs
+// it on a goroutine of its own, where guard's SetPanicOnFault does not
+// reach: a page in the mapping's hole would kill the process there. So a
+// truncated file is caught first by its size, and every page is touched
+// once here, under guard, before bbolt's check reads them.
 func (s *idempotentSink) check() error {
 	return s.view(func(tx *bolt.Tx) error {
+		if fi, err := os.Stat(s.path); err == nil && fi.Size() < tx.Size() {
+			return s.damage(fmt.Errorf("the file has %d bytes, but its header says %d: it was truncated", fi.Size(), tx.Size()))
+		}
+		if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { _ = b.Stats(); return nil }); err != nil {
+			return s.damage(err)
+		}
 		var errs []string
 		n := 0
 		for err := range tx.Check() {

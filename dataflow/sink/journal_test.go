@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,5 +250,47 @@ func TestIdempotentRowChecksum(t *testing.T) {
 	wantRefusal(t, err, p, "finish")
 	if !strings.Contains(err.Error(), "damaged embedded store") {
 		t.Fatalf("finish: %v; want it called a damaged embedded store", err)
+	}
+}
+
+// TestIdempotentTruncatedStoreIsRefused: a store cut short leaves pages its
+// header still names in the mapping's hole. bbolt's consistency check reads
+// them on a goroutine of its own, where a fault is a SIGBUS no recover
+// catches (the soak campaign found the process dying so); the store must be
+// refused as damaged instead, naming the file, whatever the cut.
+func TestIdempotentTruncatedStoreIsRefused(t *testing.T) {
+	for _, frac := range []float64{0.3, 0.5, 0.7, 0.9} {
+		t.Run(fmt.Sprint(frac), func(t *testing.T) {
+			f := newFixture(t)
+			j := journalFor(t, t.TempDir())
+			r, _ := newRand(t)
+			g := newGen(r, 20000, 30000)
+			s := f.open(Idempotent, Parquet)
+			attach(t, s, j)
+			w := f.writer(s, 0, 0)
+			rows := g.rows(30000)
+			f.write(w, 0, rows)
+			must(t, w.Flush(0), "flush")
+			must(t, w.Close(), "close writer")
+			must(t, s.Commit(0), "commit")
+			must(t, s.Close(), "close")
+			path := filepath.Join(f.dir, IdempotentStore)
+			fi, err := os.Stat(path)
+			must(t, err, "stat")
+			must(t, os.Truncate(path, int64(float64(fi.Size())*frac)), "truncate")
+			s, err = Open(f.dir, Idempotent, Parquet, f.layout, f.mem)
+			if err == nil {
+				defer s.Close()
+				err = s.(Attacher).Attach(j)
+			}
+			if err == nil {
+				// The cut took only the file's unused tail (bbolt grows
+				// it ahead of use): every row must still be there.
+				must(t, s.Finish(), "finish")
+				f.wantResolved(rows)
+				return
+			}
+			wantRefusal(t, err, path, "open and attach")
+		})
 	}
 }
