@@ -27,6 +27,9 @@ func OpenFile(r io.ReaderAt, size int64, opts ...parquet.FileOption) (f *parquet
 	if _, err := r.ReadAt(tail[:], size-8); err != nil {
 		return nil, fmt.Errorf("reading the Parquet footer: %w", err)
 	}
+	if string(tail[4:]) != "PAR1" {
+		return nil, fmt.Errorf("not a Parquet file: it does not end in PAR1")
+	}
 	if footer := int64(binary.LittleEndian.Uint32(tail[:4])); footer > size-12 {
 		return nil, fmt.Errorf("not a Parquet file: footer of %d bytes in a %d-byte file", footer, size)
 	}
