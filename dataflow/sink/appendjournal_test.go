@@ -51,7 +51,10 @@ func TestAppendJournal(t *testing.T) {
 		{"journaled-deleted", func(f *fixture) string { p := journaled(f); must(f.t, os.Remove(p), "rm"); return p }},
 		{"journaled-flipped", func(f *fixture) string { p := journaled(f); flipByte(f.t, p, 100); return p }},
 		{"journaled-truncated", func(f *fixture) string { p := journaled(f); must(f.t, os.Truncate(p, 10), "truncate"); return p }},
+		// No record lists it: left as it is for the replay, which writes its
+		// rows again.
 		{"unjournaled-deleted", func(f *fixture) string { must(f.t, os.Remove(unjournaled(f)), "rm"); return "" }},
+		{"unjournaled-flipped", func(f *fixture) string { flipByte(f.t, unjournaled(f), 100); return "" }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,6 +74,11 @@ func TestAppendJournal(t *testing.T) {
 				return
 			}
 			must(t, err, "recover")
+			if c.name == "unjournaled-flipped" {
+				if _, err := os.Stat(unjournaled(f)); err != nil {
+					t.Fatalf("the unlisted damaged file was not left as it is: %v", err)
+				}
+			}
 			if c.name == "intact" {
 				f.wantResolved(all)
 			}
