@@ -118,3 +118,19 @@ func TestAppendJournalOnePutPerCommit(t *testing.T) {
 		t.Fatalf("record %+v, want epoch 0 listing 4 files", r)
 	}
 }
+
+// TestAppendJournalBadRecordRefused: a record that is not one (a hand
+// edit, another version) is refused at Attach, naming it.
+func TestAppendJournalBadRecordRefused(t *testing.T) {
+	f := newFixture(t)
+	j := journalFor(t, t.TempDir())
+	appendKilled(t, f, j, CSV)
+	rel := appendRecordDir + appendRecordName(7)
+	must(t, j.put(rel, []byte(`{"v":1,"epoch":8,"files":[]}`)), "put")
+	s := f.open(Append, CSV)
+	defer s.Close()
+	err := s.(Attacher).Attach(j)
+	if err == nil || !strings.Contains(err.Error(), rel) {
+		t.Fatalf("attach: %v; want a refusal naming %s", err, rel)
+	}
+}
