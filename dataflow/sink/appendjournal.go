@@ -29,7 +29,10 @@ import (
 // most were flushed after the newest recovery point, and the replay writes
 // their rows again (counted as duplicates); but a crash between a recovery
 // point and its record leaves files the recovery point covers unlisted, so
-// removing unlisted files would lose rows.
+// removing unlisted files would lose rows. A file flushed for a newer
+// epoch while Commit runs lands in the older record: if it is damaged the
+// resume refuses it although its rows would come again, an error rather
+// than a wrong result.
 
 // appendRecordDir holds the append sink's records.
 const appendRecordDir = "append/"
