@@ -134,6 +134,44 @@ var destDamages = []destDamage{
 		t.Fatalf("the killed process had published nothing in %s: the damage this test is about cannot be made", out)
 		return "", false, false
 	}},
+	// An append file a recovery point covers deleted (soak #2955) or with
+	// a byte flipped (#2904): its rows are not produced again.
+	{"append-deleted", "append", func(t *testing.T, _ destExec, out string, _ *rand.Rand) (string, bool, bool) {
+		p := oldestAppend(t, out)
+		must(t, os.Remove(p))
+		return p, false, false
+	}},
+	{"append-flipped", "append", func(t *testing.T, _ destExec, out string, r *rand.Rand) (string, bool, bool) {
+		p := oldestAppend(t, out)
+		b := readFile(t, p)
+		b[r.IntN(len(b))] ^= 0x5A
+		must(t, os.WriteFile(p, b, 0o644))
+		return p, false, false
+	}},
+}
+
+// oldestAppend returns the append file flushed first: at the kill points
+// (the second recovery point) one the first recovery point covers.
+func oldestAppend(t *testing.T, out string) string {
+	t.Helper()
+	entries, err := os.ReadDir(out)
+	must(t, err)
+	var best string
+	var bestAt time.Time
+	for _, en := range entries {
+		if !strings.HasPrefix(en.Name(), "part-s") {
+			continue
+		}
+		fi, err := en.Info()
+		must(t, err)
+		if best == "" || fi.ModTime().Before(bestAt) {
+			best, bestAt = en.Name(), fi.ModTime()
+		}
+	}
+	if best == "" {
+		t.Fatalf("the killed process left no append file in %s: the damage this test is about cannot be made", out)
+	}
+	return filepath.Join(out, best)
 }
 
 // oldestStaged returns a staged file of the oldest staged epoch: at the

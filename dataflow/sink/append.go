@@ -3,6 +3,8 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"path/filepath"
 	"sync"
 )
@@ -17,6 +19,8 @@ type appendSink struct {
 	// nextSeq numbers the files of each (subtask, attempt), so a second
 	// Writer for the same pair continues the sequence instead of colliding.
 	nextSeq map[[2]int]int
+
+	aj appendJournal
 }
 
 func newAppendSink(b *base) *appendSink {
@@ -33,9 +37,7 @@ func (s *appendSink) Writer(subtask, attempt int) (Writer, error) {
 	return &appendWriter{writerBase: wb, s: s}, nil
 }
 
-func (s *appendSink) Commit(int64) error  { return nil }
-func (s *appendSink) Recover(int64) error { return nil }
-func (s *appendSink) Finish() error       { return nil }
+func (s *appendSink) Finish() error { return nil }
 
 // Close drops the unflushed rows of every writer still open.
 func (s *appendSink) Close() error {
@@ -74,14 +76,20 @@ func (w *appendWriter) Flush(int64) error {
 	defer release()
 	dir := w.sink.dir
 	ext := extOf(w.sink.format)
-	tmp, _, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", w.subtask, w.attempt), encodeFile(w.sink.format, w.sink.shape, chunks))
+	// The checksum is taken as the file is written, for the journal.
+	h := crc32.New(castagnoli)
+	enc := encodeFile(w.sink.format, w.sink.shape, chunks)
+	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", w.subtask, w.attempt), func(out io.Writer) error {
+		return enc(io.MultiWriter(out, h))
+	})
 	if err != nil {
 		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
 	}
 	// A name can be taken only by an earlier process that used the same
 	// subtask and attempt numbers; skip past it rather than overwrite.
+	var name string
 	for tries := 0; ; tries++ {
-		name := fmt.Sprintf("part-s%d-a%d-%06d%s", w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt), ext)
+		name = fmt.Sprintf("part-s%d-a%d-%06d%s", w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt), ext)
 		_, err = linkNoReplace(tmp, filepath.Join(dir, name))
 		if err == nil || !errors.Is(err, errTargetExists) || tries > 1_000_000 {
 			break
@@ -99,6 +107,13 @@ func (w *appendWriter) Flush(int64) error {
 	if err := removeIfExists(tmp); err != nil {
 		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
 	}
+	var rows int64
+	for _, c := range chunks {
+		if len(c) > 0 {
+			rows += int64(len(c[0]))
+		}
+	}
+	w.s.flushed(appendFile{File: name, Rows: rows, Size: size, CRC32C: h.Sum32()})
 	return nil
 }
 

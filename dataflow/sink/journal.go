@@ -22,6 +22,7 @@ import (
 //
 //	<run prefix>destination/staged/<staged name>   one entry per staged file (transactional)
 //	<run prefix>destination/idempotent.json        the idempotent store's identity and row count
+//	<run prefix>destination/append/<epoch>-<token>.json  the append files a recovery point covers
 //
 // Every object is checksummed by the store itself; the decoders below only
 // have to reject what is well-formed but not an entry.
@@ -90,7 +91,7 @@ func (j *Journal) list(rel string) ([]string, error) {
 }
 
 // Attacher is implemented by sinks that keep state in the output directory
-// a resumed run relies on (idempotent, transactional). Attach gives the
+// a resumed run relies on (idempotent, transactional, append). Attach gives the
 // sink its journal and checks the directory against what the journal says
 // it holds; it is called once per process, before the sink is used, by
 // whoever knows the run's namespace (run.Env.AttachDestination).

@@ -16,7 +16,7 @@ import (
 // difference is what checking the destination costs per flush.
 func BenchmarkCommittedFlush(b *testing.B) {
 	layout := testLayout()
-	for _, mode := range []Mode{Transactional, Idempotent} {
+	for _, mode := range []Mode{Append, Transactional, Idempotent} {
 		for _, journaled := range []bool{false, true} {
 			for _, n := range []int{1 << 12, 1 << 16} {
 				b.Run(fmt.Sprintf("%s/journal=%v/rows=%d", mode, journaled, n), func(b *testing.B) {

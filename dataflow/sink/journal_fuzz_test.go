@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -45,6 +46,33 @@ func FuzzDecodeStoreRecord(f *testing.F) {
 		}
 		again, err := decodeStoreRecord(encodeStoreRecord(r))
 		if err != nil || again != r {
+			t.Fatalf("round trip of %+v: %+v, %v", r, again, err)
+		}
+	})
+}
+
+func FuzzDecodeAppendRecord(f *testing.F) {
+	name := "00000000000000000003-0123456789abcdef.json"
+	good := appendRecord{Epoch: 3, Files: []appendFile{{File: "part-s1-a0-000002.parquet", Rows: 10, Size: 900, CRC32C: 7}}}
+	f.Add(name, encodeAppendRecord(good))
+	f.Add(name, []byte(`{"v":1,"epoch":4,"files":[{"file":"part-s1-a0-000002.csv","rows":1,"size":1,"crc32c":0}]}`))
+	f.Add("x.json", []byte(`{"v":1,"epoch":0,"files":[]}`))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		r, err := decodeAppendRecord(name, data)
+		if err != nil {
+			return
+		}
+		m := appendRecordRE.FindStringSubmatch(name)
+		if m == nil || fmt.Sprintf("%020d", r.Epoch) != m[1] || len(r.Files) == 0 {
+			t.Fatalf("accepted an inconsistent record %+v for %q", r, name)
+		}
+		for _, af := range r.Files {
+			if !appendNameRE.MatchString(af.File) || af.Rows < 0 || af.Size <= 0 {
+				t.Fatalf("accepted entry %+v", af)
+			}
+		}
+		again, err := decodeAppendRecord(name, encodeAppendRecord(r))
+		if err != nil || !reflect.DeepEqual(again, r) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, again, err)
 		}
 	})
