@@ -204,16 +204,18 @@ func (s *idempotentSink) view(f func(*bolt.Tx) error) error {
 
 // check runs bbolt's consistency check over the whole store. bbolt runs
 // it on a goroutine of its own, where guard's SetPanicOnFault does not
-// reach: a page in the mapping's hole would kill the process there. So a
-// truncated file is caught first by its size, and every page is touched
-// once here, under guard, before bbolt's check reads them.
+// reach: a page in the mapping's hole (SIGBUS) or a page pointer a flipped
+// byte sent astray (SIGSEGV) would kill the process there. So a truncated
+// file is caught first by its size, and every key and value is read once
+// here, under guard, in key order and with each row's checksum verified,
+// before bbolt's check follows the same pages.
 func (s *idempotentSink) check() error {
 	return s.view(func(tx *bolt.Tx) error {
 		if fi, err := os.Stat(s.path); err == nil && fi.Size() < tx.Size() {
 			return s.damage(fmt.Errorf("the file has %d bytes, but its header says %d: it was truncated", fi.Size(), tx.Size()))
 		}
-		if err := tx.ForEach(func(_ []byte, b *bolt.Bucket) error { _ = b.Stats(); return nil }); err != nil {
-			return s.damage(err)
+		if err := s.walk(tx); err != nil {
+			return err
 		}
 		var errs []string
 		n := 0
@@ -224,6 +226,28 @@ func (s *idempotentSink) check() error {
 		}
 		if n > 0 {
 			return s.damage(fmt.Errorf("%d inconsistencies, first %s", n, strings.Join(errs, "; ")))
+		}
+		return nil
+	})
+}
+
+// walk reads every key and value of every bucket, checking that keys come
+// in order and that every row matches its checksum.
+func (s *idempotentSink) walk(tx *bolt.Tx) error {
+	colBytes := 8 * len(s.shape.cols)
+	return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		var prev []byte
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if prev != nil && bytes.Compare(prev, k) >= 0 {
+				return s.damage(fmt.Errorf("bucket %s holds key %x after %x: its pages are out of order", name, k, prev))
+			}
+			prev = k
+			if bytes.Equal(name, bucketRows) {
+				if err := s.checkRow(k, v, colBytes); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})

@@ -223,7 +223,8 @@ func TestIdempotentJournal(t *testing.T) {
 }
 
 // TestIdempotentRowChecksum: a flipped byte inside a stored row's value,
-// which bbolt's own check cannot see, is found when the row is read.
+// which bbolt's own check cannot see, is found when the row is read (by
+// the walk of a resumed open, at the latest by the export).
 func TestIdempotentRowChecksum(t *testing.T) {
 	f := newFixture(t)
 	j := journalFor(t, t.TempDir())
@@ -242,12 +243,15 @@ func TestIdempotentRowChecksum(t *testing.T) {
 	}
 	b[at+len(key)+20] ^= 0x01 // inside the value's columns
 	must(t, os.WriteFile(p, b, 0o644), "write")
+	// The pages are intact, so bbolt's own check passes; the open's walk
+	// over every row finds the checksum that fails.
 	s, err := Open(f.dir, Idempotent, Parquet, f.layout, f.mem)
-	must(t, err, "open") // the pages are intact: bbolt's check passes
-	defer s.Close()
-	attach(t, s, j)
-	err = s.Finish()
-	wantRefusal(t, err, p, "finish")
+	if err == nil {
+		defer s.Close()
+		attach(t, s, j)
+		err = s.Finish()
+	}
+	wantRefusal(t, err, p, "open or finish")
 	if !strings.Contains(err.Error(), "damaged embedded store") {
 		t.Fatalf("finish: %v; want it called a damaged embedded store", err)
 	}
