@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/rewind-engine/rewind/dataflow/runtest"
+
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
 )
 
@@ -100,27 +102,6 @@ func jsonRoundTrip[T any](t *testing.T, data []byte, v, back *T) {
 	}
 }
 
-// boundedAlloc fails the test on any single allocation above limit.
-type boundedAlloc struct {
-	memory.Allocator
-	t     *testing.T
-	limit int
-}
-
-func (a boundedAlloc) Allocate(n int) []byte {
-	if n > a.limit {
-		a.t.Fatalf("allocation of %d bytes, limit %d", n, a.limit)
-	}
-	return a.Allocator.Allocate(n)
-}
-
-func (a boundedAlloc) Reallocate(n int, b []byte) []byte {
-	if n > a.limit {
-		a.t.Fatalf("reallocation to %d bytes, limit %d", n, a.limit)
-	}
-	return a.Allocator.Reallocate(n, b)
-}
-
 // FuzzDecodeTable: bytes that decode as a table of columns a, b encode
 // again to a table that decodes to the same rows; anything else is
 // errBadTable. Never a panic, a leak, or an allocation sized by a row count
@@ -144,7 +125,7 @@ func FuzzDecodeTable(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer checked.AssertSize(t, 0)
-		alloc := boundedAlloc{Allocator: checked, t: t, limit: 8*len(data) + 4096}
+		alloc := runtest.BoundedAlloc{Allocator: checked, T: t, Limit: 8*len(data) + 4096}
 		before := heapAllocated()
 		cols, n, err := decodeColumns(data, schema, alloc)
 		if a := heapAllocated() - before; a > 64<<20+1024*uint64(len(data)) {

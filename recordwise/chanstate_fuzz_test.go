@@ -8,30 +8,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 )
-
-// boundedAlloc fails the test on any single allocation larger than limit:
-// a decoder must never size memory from a length it has not checked
-// against the bytes it was given.
-type boundedAlloc struct {
-	memory.Allocator
-	t     *testing.T
-	limit int
-}
-
-func (a boundedAlloc) Allocate(n int) []byte {
-	if n > a.limit {
-		a.t.Fatalf("allocation of %d bytes decoding a %d-byte limit input", n, a.limit)
-	}
-	return a.Allocator.Allocate(n)
-}
-
-func (a boundedAlloc) Reallocate(n int, b []byte) []byte {
-	if n > a.limit {
-		a.t.Fatalf("reallocation to %d bytes decoding a %d-byte limit input", n, a.limit)
-	}
-	return a.Allocator.Reallocate(n, b)
-}
 
 func releaseStreams(streams []chanStream) {
 	for _, s := range streams {
@@ -87,7 +66,7 @@ func FuzzDecodeChannels(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer checked.AssertSize(t, 0)
-		alloc := boundedAlloc{Allocator: checked, t: t, limit: len(data) + 64}
+		alloc := runtest.BoundedAlloc{Allocator: checked, T: t, Limit: len(data) + 64}
 		streams, err := decodeChannels(data, alloc)
 		if err != nil {
 			if !errors.Is(err, errChanCorrupt) {

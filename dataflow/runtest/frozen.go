@@ -4,7 +4,6 @@ package runtest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -161,12 +160,14 @@ func repoRoot(t testing.TB) string {
 // after a guessed sleep. op is "put", "get", "list" or "delete". Fired
 // reports whether it happened.
 func FreezeAt(st storage.Store, srv *PrivateS3, thawAfter time.Duration, at func(op, name string) bool) *FreezingStore {
-	return &FreezingStore{Store: st, srv: srv, thawAfter: thawAfter, at: at}
+	f := &FreezingStore{srv: srv, thawAfter: thawAfter, at: at}
+	f.hookStore = hookStore{Store: st, before: f.maybe}
+	return f
 }
 
 // FreezingStore is the store FreezeAt returns.
 type FreezingStore struct {
-	storage.Store
+	hookStore
 	srv       *PrivateS3
 	thawAfter time.Duration
 	at        func(op, name string) bool
@@ -193,24 +194,4 @@ func (f *FreezingStore) Fired() (bool, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fired, f.firedAt
-}
-
-func (f *FreezingStore) Put(ctx context.Context, name string, data []byte) error {
-	f.maybe("put", name)
-	return f.Store.Put(ctx, name, data)
-}
-
-func (f *FreezingStore) Get(ctx context.Context, name string) ([]byte, error) {
-	f.maybe("get", name)
-	return f.Store.Get(ctx, name)
-}
-
-func (f *FreezingStore) List(ctx context.Context, prefix string) ([]storage.Object, error) {
-	f.maybe("list", prefix)
-	return f.Store.List(ctx, prefix)
-}
-
-func (f *FreezingStore) Delete(ctx context.Context, name string) error {
-	f.maybe("delete", name)
-	return f.Store.Delete(ctx, name)
 }
