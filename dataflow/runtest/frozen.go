@@ -107,6 +107,12 @@ func (s *PrivateS3) Freeze(thawAfter time.Duration) {
 		return
 	}
 	s.frozen = true
+	// kill returns before every thread has stopped: a thread running on
+	// another CPU may still answer a request. Wait until each one is in
+	// state T, so a call made after Freeze really meets a frozen server.
+	if err := waitStopped(s.pid, 5*time.Second); err != nil {
+		s.t.Errorf("SIGSTOP versitygw %d: %v", s.pid, err)
+	}
 	if thawAfter > 0 {
 		s.thaw = time.AfterFunc(thawAfter, s.Thaw)
 	}
@@ -194,4 +200,48 @@ func (f *FreezingStore) Fired() (bool, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fired, f.firedAt
+}
+
+// waitStopped waits until every thread of pid is stopped (state T or t in
+// /proc/PID/task/TID/stat). Where there is no /proc it returns at once.
+func waitStopped(pid int, limit time.Duration) error {
+	tasks := fmt.Sprintf("/proc/%d/task", pid)
+	if _, err := os.Stat(tasks); err != nil {
+		return nil
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		running, err := runningThreads(tasks)
+		if err != nil || running == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d threads still running %v after the signal", running, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func runningThreads(tasks string) (int, error) {
+	ids, err := os.ReadDir(tasks)
+	if err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, id := range ids {
+		stat, err := os.ReadFile(filepath.Join(tasks, id.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 || i+2 >= len(stat) {
+			return 0, fmt.Errorf("unreadable %s/%s/stat", tasks, id.Name())
+		}
+		if st := stat[i+2]; st != 'T' && st != 't' {
+			running++
+		}
+	}
+	return running, nil
 }
