@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
 // metrics is the measuring harness of one Run. It lives outside every
@@ -29,7 +29,7 @@ type metrics struct {
 	recoveries  []*recoveryRec
 	committed   int
 	commitFails int
-	latency     *run.LatencyRecorder
+	latency     *report.LatencyRecorder
 
 	jobs      map[int]*jobMetrics
 	attempts  map[UnitID]int
@@ -43,7 +43,7 @@ type metrics struct {
 	notes     []string
 	// resumedFrom is what the first coordinator of a resumed process found
 	// (--resume).
-	resumedFrom *run.ResumedFrom
+	resumedFrom *report.ResumedFrom
 }
 
 type jobMetrics struct {
@@ -74,7 +74,7 @@ type recoveryRec struct {
 }
 
 func newMetrics(progress io.Writer) *metrics {
-	return &metrics{progress: progress, start: time.Now(), latency: run.NewLatencyRecorder(),
+	return &metrics{progress: progress, start: time.Now(), latency: report.NewLatencyRecorder(),
 		jobs: map[int]*jobMetrics{}, attempts: map[UnitID]int{}, tags: map[UnitID][]*recoveryRec{}}
 }
 
@@ -110,14 +110,14 @@ func (m *metrics) processDied() *recoveryRec {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.crashes++
-	rec := &recoveryRec{cause: run.CauseProcessDied, at: m.start, earlier: true, pending: map[UnitID]bool{}, commitJob: -1}
+	rec := &recoveryRec{cause: report.CauseProcessDied, at: m.start, earlier: true, pending: map[UnitID]bool{}, commitJob: -1}
 	m.recoveries = append(m.recoveries, rec)
 	return rec
 }
 
 // resumedAt completes rec, the earlier process's death, once the first
 // coordinator of this process has restored rf in restore.
-func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, rf *run.ResumedFrom) {
+func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, rf *report.ResumedFrom) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec.restore = &restore
@@ -321,14 +321,14 @@ func (m *metrics) emit(fields map[string]any) {
 }
 
 // summary builds the run's summary.
-func (m *metrics) summary() *run.Summary {
+func (m *metrics) summary() *report.Summary {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wall := time.Since(m.start)
-	s := &run.Summary{
+	s := &report.Summary{
 		RecordsIn: m.recordsIn, RowsOut: m.rowsOut, LostRecords: m.lostRecords, LateRows: m.lateRows,
 		Crashes:     m.crashes,
-		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.commitFails},
+		Checkpoints: &report.Checkpoints{Completed: m.committed, Failed: m.commitFails},
 		LatencyMs:   m.latency.Latency(),
 		WallMs:      float64(wall.Microseconds()) / 1000,
 		ResumedFrom: m.resumedFrom,
@@ -344,7 +344,7 @@ func (m *metrics) summary() *run.Summary {
 		return &v
 	}
 	for _, rec := range m.recoveries {
-		r := run.Recovery{Cause: rec.cause, DetectMs: ms(rec.detect), RestoreMs: ms(rec.restore), CatchUpMs: ms(rec.catchUp)}
+		r := report.Recovery{Cause: rec.cause, DetectMs: ms(rec.detect), RestoreMs: ms(rec.restore), CatchUpMs: ms(rec.catchUp)}
 		if !rec.earlier {
 			n := rec.reprocessed
 			r.ReprocessedRecords = &n

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/lineage"
 )
 
@@ -134,10 +134,10 @@ func (l *lostPieces) recorded(u UnitID, e *MapEntry, now time.Time) map[string]a
 		"rebuild_ms": float64(wall.Microseconds()) / 1000}
 }
 
-func (l *lostPieces) summary() *run.LostPieces {
+func (l *lostPieces) summary() *report.LostPieces {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := &run.LostPieces{Recovery: "lineage", Recoveries: l.recoveries, PiecesLost: l.piecesLost,
+	s := &report.LostPieces{Recovery: "lineage", Recoveries: l.recoveries, PiecesLost: l.piecesLost,
 		PiecesRebuilt: l.piecesRebuilt, RecordsReread: l.recordsReread}
 	if l.piecesRebuilt > 0 {
 		v := float64(l.wall.Microseconds()) / 1000

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
 // metrics is the measurement harness of a run. It outlives coordinator
@@ -18,11 +18,11 @@ import (
 type metrics struct {
 	start    time.Time
 	progress io.Writer
-	lat      *run.LatencyRecorder
+	lat      *report.LatencyRecorder
 	// The end-to-end latency split in two: hand-over to the plan of the
 	// batch that takes the record (waiting for a trigger, or for the
 	// previous batch to end), and plan to visibility (the batch's own work).
-	latWait, latWork *run.LatencyRecorder
+	latWait, latWork *report.LatencyRecorder
 
 	recordsIn atomic.Int64
 
@@ -49,7 +49,7 @@ type metrics struct {
 	// resumed is the bill of the earlier process's death (--resume), and
 	// resumedFrom what the first restore of this process found.
 	resumed     *recovery
-	resumedFrom *run.ResumedFrom
+	resumedFrom *report.ResumedFrom
 }
 
 // recovery is the bill of one crash, filled in as recovery proceeds.
@@ -76,8 +76,8 @@ type stepTotals struct {
 }
 
 func newMetrics(progress io.Writer) *metrics {
-	return &metrics{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder(),
-		latWait: run.NewLatencyRecorder(), latWork: run.NewLatencyRecorder()}
+	return &metrics{start: time.Now(), progress: progress, lat: report.NewLatencyRecorder(),
+		latWait: report.NewLatencyRecorder(), latWork: report.NewLatencyRecorder()}
 }
 
 func (m *metrics) read(n int64) { m.recordsIn.Add(n) }
@@ -135,7 +135,7 @@ func (m *metrics) processDied() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.crashes++
-	m.resumed = &recovery{cause: run.CauseProcessDied, crashAt: m.start, earlier: true}
+	m.resumed = &recovery{cause: report.CauseProcessDied, crashAt: m.start, earlier: true}
 	m.recoveries = append(m.recoveries, m.resumed)
 }
 
@@ -147,7 +147,7 @@ func (m *metrics) restoredFrom(batch int64, ends []int64) {
 	if m.resumed == nil || m.resumedFrom != nil {
 		return
 	}
-	rf := &run.ResumedFrom{Kind: "batch"}
+	rf := &report.ResumedFrom{Kind: "batch"}
 	if batch >= 0 {
 		rf.ID = &batch
 	}
@@ -364,17 +364,17 @@ func msp(d *time.Duration) *float64 {
 }
 
 // summary folds everything into the run summary.
-func (m *metrics) summary() *run.Summary {
+func (m *metrics) summary() *report.Summary {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wall := time.Since(m.start)
-	s := &run.Summary{
+	s := &report.Summary{
 		RecordsIn:   m.recordsIn.Load(),
 		RowsOut:     m.rowsOut,
 		LostRecords: m.lost,
 		LateRows:    m.lateRows,
 		Crashes:     m.crashes,
-		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.failed, Aborted: m.aborted},
+		Checkpoints: &report.Checkpoints{Completed: m.committed, Failed: m.failed, Aborted: m.aborted},
 		LatencyMs:   m.lat.Latency(),
 		WallMs:      ms(wall),
 		ResumedFrom: m.resumedFrom,
@@ -382,7 +382,7 @@ func (m *metrics) summary() *run.Summary {
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.committedRows) / wall.Seconds()
 	}
-	s.LostPieces = &run.LostPieces{Recovery: m.recoveryMode, Recoveries: m.lp.recoveries, PiecesLost: m.lp.piecesLost,
+	s.LostPieces = &report.LostPieces{Recovery: m.recoveryMode, Recoveries: m.lp.recoveries, PiecesLost: m.lp.piecesLost,
 		PiecesRebuilt: m.lp.piecesRebuilt, RecordsReread: m.lp.recordsReread}
 	if m.lp.recoveries > 0 {
 		s.LostPieces.RebuildMs = msp(&m.lp.wall)
@@ -393,7 +393,7 @@ func (m *metrics) summary() *run.Summary {
 		if r.restore == nil {
 			cause += "; no recovery ran: the run ended first"
 		}
-		s.Recoveries = append(s.Recoveries, run.Recovery{Cause: cause, DetectMs: msp(r.detect),
+		s.Recoveries = append(s.Recoveries, report.Recovery{Cause: cause, DetectMs: msp(r.detect),
 			RestoreMs: msp(r.restore), ReprocessedRecords: r.reprocess, CatchUpMs: msp(r.catchUp)})
 	}
 	if n := m.steps.n; n > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
@@ -177,7 +178,7 @@ func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
 // everything the coordinator and its workers held and starts a brand-new
 // one, which recovers from durable storage, re-opened sources and the
 // sink's own recovery alone.
-func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	if env.Store == nil {
 		return nil, errors.New("microbatch: no durable storage (--storage)")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/oracle"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -110,7 +111,7 @@ type scenario struct {
 }
 
 type result struct {
-	summary *run.Summary
+	summary *report.Summary
 	report  *Report
 	stats   sink.Stats
 	table   *sink.Table

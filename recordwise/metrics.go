@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -82,7 +82,7 @@ type RestoreInfo struct {
 	fromParts []metaPart
 }
 
-// Report is what a run measured beyond run.Summary.
+// Report is what a run measured beyond report.Summary.
 type Report struct {
 	History  []CheckpointStats
 	Restores []RestoreInfo
@@ -90,7 +90,7 @@ type Report struct {
 	// HandOverMs is the latency from a source's hand-over to the sink
 	// writer (before the sink makes rows visible): the engine's share of
 	// the end-to-end latency.
-	HandOverMs *run.Latency
+	HandOverMs *report.Latency
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -109,8 +109,8 @@ type observer struct {
 	replaysDropped atomic.Int64
 
 	mu         sync.Mutex
-	lat        *run.LatencyRecorder
-	handed     *run.LatencyRecorder
+	lat        *report.LatencyRecorder
+	handed     *report.LatencyRecorder
 	late, lost int64
 	hw         map[string]int64 // input/partition -> greatest offset read
 	crashes    int
@@ -125,7 +125,7 @@ type observer struct {
 	// resumed is the bill of the earlier process's death (--resume), and
 	// resumedFrom what the first restore of this process found.
 	resumed     *recovery
-	resumedFrom *run.ResumedFrom
+	resumedFrom *report.ResumedFrom
 }
 
 type recovery struct {
@@ -149,8 +149,8 @@ type catchUp struct {
 }
 
 func newObserver(progress io.Writer) *observer {
-	return &observer{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder(),
-		handed: run.NewLatencyRecorder(), hw: map[string]int64{}}
+	return &observer{start: time.Now(), progress: progress, lat: report.NewLatencyRecorder(),
+		handed: report.NewLatencyRecorder(), hw: map[string]int64{}}
 }
 
 func (o *observer) event(v map[string]any) {
@@ -320,7 +320,7 @@ func (o *observer) processDied() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.crashes++
-	o.resumed = &recovery{cause: run.CauseProcessDied, crashAt: o.start, detectedAt: o.start, earlier: true}
+	o.resumed = &recovery{cause: report.CauseProcessDied, crashAt: o.start, detectedAt: o.start, earlier: true}
 	o.recoveries = append(o.recoveries, o.resumed)
 }
 
@@ -394,7 +394,7 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored map[string]int64, now time.Time) {
 	e.restored = true
 	e.restore = now.Sub(e.detectedAt)
-	rf := &run.ResumedFrom{Kind: "checkpoint"}
+	rf := &report.ResumedFrom{Kind: "checkpoint"}
 	if info.From != 0 {
 		id := int64(info.From)
 		rf.ID = &id
@@ -408,16 +408,16 @@ func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored ma
 		"resumed_from": rf})
 }
 
-func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
+func (o *observer) summary(wall time.Duration) (*report.Summary, Report) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := &run.Summary{
+	s := &report.Summary{
 		RecordsIn:   o.recordsIn.Load(),
 		RowsOut:     o.rowsOut.Load(),
 		LostRecords: o.lost,
 		LateRows:    o.late,
 		Crashes:     o.crashes,
-		Checkpoints: &run.Checkpoints{Completed: o.completed, Failed: o.failed, Aborted: o.aborted},
+		Checkpoints: &report.Checkpoints{Completed: o.completed, Failed: o.failed, Aborted: o.aborted},
 		LatencyMs:   o.lat.Latency(),
 		WallMs:      ms(wall),
 		Notes:       slices.Clone(o.notes),
@@ -430,7 +430,7 @@ func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
 		s.ThroughputRPS = float64(s.RecordsIn) / wall.Seconds()
 	}
 	for _, r := range o.recoveries {
-		rec := run.Recovery{Cause: r.cause}
+		rec := report.Recovery{Cause: r.cause}
 		if !r.earlier {
 			d := ms(r.detectedAt.Sub(r.crashAt))
 			rec.DetectMs = &d

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
@@ -144,7 +145,7 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		}
 	}
 
-	tl := run.NewTimeline()
+	tl := report.NewTimeline()
 	cfg.Progress = tl
 	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, true, run.OutputOverwrite)
 	if err != nil {
@@ -213,7 +214,7 @@ func sortedSpecs(in map[string]string) []string {
 
 // describeEvent renders one progress event as a few indented lines. Unknown
 // events are shown raw, so nothing an executor reports is hidden.
-func describeEvent(ev run.TimedEvent) string {
+func describeEvent(ev report.TimedEvent) string {
 	var b strings.Builder
 	at := fmt.Sprintf("%8.1f ms  ", float64(ev.At.Microseconds())/1000)
 	var e map[string]any

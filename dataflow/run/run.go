@@ -16,6 +16,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -162,7 +163,7 @@ type Executor interface {
 	// returns its summary. Run does not call Sink.Finish; the caller does.
 	// An executor that keeps durable state sets env.Config.RunID to the
 	// run id it used.
-	Run(ctx context.Context, env *Env) (*Summary, error)
+	Run(ctx context.Context, env *Env) (*report.Summary, error)
 }
 
 // NewRunID returns a fresh run id, the namespace of one run in durable

@@ -16,6 +16,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
 	"github.com/rewind-engine/rewind/dataflow/oracle"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -174,7 +175,7 @@ func finished(t *testing.T, format sink.Format) runtest.Outcome {
 	want := &sink.Table{Columns: table.Columns, Rows: [][]int64{{1, 10, 1}, {2, 21, 2}, {3, 30, 1}}}
 	return runtest.Outcome{
 		Env:     &run.Env{Config: run.Config{Output: dir, OutputFormat: format, SinkMode: sink.Append}, Job: &job.Job{Output: layout}},
-		Summary: &run.Summary{SinkDuplicateRows: st.DuplicateRows, SinkConflictingRows: st.ConflictingRows, LateRows: 3},
+		Summary: &report.Summary{SinkDuplicateRows: st.DuplicateRows, SinkConflictingRows: st.ConflictingRows, LateRows: 3},
 		Table:   table, Stats: st,
 		Want: &oracle.Result{Table: want, LateRows: 3},
 	}
