@@ -203,11 +203,11 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 			return nil, fmt.Errorf("microbatch: %w", err)
 		}
 	}
-	met := newMetrics(env.Config.Progress)
-	met.recoveryMode = RecoveryRerunBatch
+	pieceRecovery := RecoveryRerunBatch
 	if opts.lineage {
-		met.recoveryMode = RecoveryLineage
+		pieceRecovery = RecoveryLineage
 	}
+	met := newMetrics(env.Config.Progress, pieceRecovery)
 	if env.Config.Resumed {
 		met.processDied()
 	}

@@ -85,7 +85,7 @@ func (b *Bill) Unrestored() []*Crash {
 // for (the run ended first) says so in its cause, so that its null figures
 // are not read as unmeasured.
 func (b *Bill) Recoveries() []Recovery {
-	out := make([]Recovery, 0, len(b.crashes))
+	var out []Recovery
 	for _, c := range b.crashes {
 		r := Recovery{Cause: c.Cause, DetectMs: MillisPtr(c.Detect), RestoreMs: MillisPtr(c.Restore),
 			CatchUpMs: MillisPtr(c.CatchUp)}
