@@ -40,9 +40,11 @@ type metrics struct {
 	stateWritten    int64
 	fullSnapshots   int
 	lastPlanStart   time.Time
-	// pieces are the lost-piece figures, under the recovery in force.
-	pieces *report.PieceTally
-	notes  []string
+	// pieces are the lost-piece figures, under pieceRecovery, the
+	// recovery in force.
+	pieces        report.PieceTally
+	pieceRecovery string
+	notes         []string
 	// resumed is the bill of the earlier process's death (--resume), and
 	// resumedFrom what the first restore of this process found.
 	resumed     *recovery
@@ -66,7 +68,7 @@ type stepTotals struct {
 func newMetrics(progress io.Writer, pieceRecovery string) *metrics {
 	start := time.Now()
 	return &metrics{start: start, progress: report.NewProgress(progress, "microbatch", start), lat: report.NewLatencyRecorder(),
-		latWait: report.NewLatencyRecorder(), latWork: report.NewLatencyRecorder(), pieces: report.NewPieceTally(pieceRecovery)}
+		latWait: report.NewLatencyRecorder(), latWork: report.NewLatencyRecorder(), pieceRecovery: pieceRecovery}
 }
 
 func (m *metrics) read(n int64) { m.recordsIn.Add(n) }
@@ -340,7 +342,7 @@ func (m *metrics) summary() *report.Summary {
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.committedRows) / wall.Seconds()
 	}
-	s.LostPieces = m.pieces.Summary()
+	s.LostPieces = m.pieces.Summary(m.pieceRecovery)
 	s.Notes = append(s.Notes, m.notes...)
 	s.Recoveries = m.bill.Recoveries()
 	if n := m.steps.n; n > 0 {

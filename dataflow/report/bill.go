@@ -25,8 +25,13 @@ type Crash struct {
 	Loss bool
 }
 
-// Restored says recovery has run for c.
+// Restored says recovery has restored what c cut short.
 func (c *Crash) Restored() bool { return c.Restore != nil }
+
+// unrecovered says no recovery ran for crash c before the run ended: it has
+// neither a restore nor a catch-up (a crash that cut nothing short catches
+// up at once, with nothing to restore). A lost file is not a crash.
+func (c *Crash) unrecovered() bool { return !c.Loss && c.Restore == nil && c.CatchUp == nil }
 
 // Bill is a run's crash bills in the order they were opened, the one
 // accumulator every executor feeds. It has no lock: the executor's
@@ -70,17 +75,6 @@ func (b *Bill) Crashes() int {
 	return n
 }
 
-// Unrestored returns the bills not restored yet, oldest first.
-func (b *Bill) Unrestored() []*Crash {
-	var out []*Crash
-	for _, c := range b.crashes {
-		if !c.Restored() {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // Recoveries is the summary's view of the bills. A crash no recovery ran
 // for (the run ended first) says so in its cause, so that its null figures
 // are not read as unmeasured.
@@ -93,7 +87,7 @@ func (b *Bill) Recoveries() []Recovery {
 			n := *c.Reprocessed
 			r.ReprocessedRecords = &n
 		}
-		if !c.Restored() {
+		if c.unrecovered() {
 			r.Cause += "; no recovery ran: the run ended first"
 		}
 		out = append(out, r)

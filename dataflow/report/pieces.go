@@ -31,19 +31,13 @@ func (p *PieceLoss) Add(q PieceLoss) {
 	p.Wall += q.Wall
 }
 
-// PieceTally sums a run's lost-piece recoveries for the summary. Safe for
-// concurrent use.
+// PieceTally sums a run's lost-piece recoveries for the summary. The zero
+// value is an empty tally. Safe for concurrent use.
 type PieceTally struct {
-	recovery string
-
 	mu         sync.Mutex
 	recoveries int
 	sum        PieceLoss
 }
-
-// NewPieceTally returns an empty tally of recoveries done by recovery
-// (lineage or rerun-batch).
-func NewPieceTally(recovery string) *PieceTally { return &PieceTally{recovery: recovery} }
 
 // Loss counts one loss that destroyed pieces, with what is known of its
 // cost so far.
@@ -62,11 +56,12 @@ func (t *PieceTally) More(p PieceLoss) {
 	t.sum.Add(p)
 }
 
-// Summary is the tally as the summary reports it.
-func (t *PieceTally) Summary() *LostPieces {
+// Summary is the tally as the summary reports it, of recoveries done by
+// recovery (lineage or rerun-batch).
+func (t *PieceTally) Summary(recovery string) *LostPieces {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := &LostPieces{Recovery: t.recovery, Recoveries: t.recoveries, PiecesLost: t.sum.PiecesLost,
+	s := &LostPieces{Recovery: recovery, Recoveries: t.recoveries, PiecesLost: t.sum.PiecesLost,
 		PiecesRebuilt: t.sum.PiecesRebuilt, RecordsReread: t.sum.RecordsReread}
 	if t.sum.PiecesRebuilt > 0 {
 		s.RebuildMs = MillisPtr(&t.sum.Wall)
