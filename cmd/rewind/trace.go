@@ -266,6 +266,9 @@ func describeEvent(ev report.TimedEvent) string {
 	case "job_committed":
 		fmt.Fprintf(&b, "%sfinite job %.0f committed: %.0f records, %.0f units run (%.0f re-run), %.0f records re-read, %.0f B materialised in %.0f files\n",
 			at, num("job"), num("records"), num("units_run"), num("units_rerun"), num("records_reread"), num("bytes_materialised"), num("files_materialised"))
+	case "progress":
+		fmt.Fprintf(&b, "%sprogress: %.0f records read, %.0f rows out, %.0f records/s\n",
+			at, num("records_in"), num("rows_out"), num("input_rows_per_second"))
 	case "crash":
 		fmt.Fprintf(&b, "%sCRASH: %v\n", at, e["cause"])
 	case "recovery":
