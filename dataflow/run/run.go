@@ -1,6 +1,6 @@
 // Package run is what the CLI hands an executor: the validated
-// configuration, the opened job environment, and the summary every executor
-// fills in the same shape.
+// configuration and the opened job environment, and the driver (Execute)
+// that completes the summary (package report) every executor returns.
 package run
 
 import (
