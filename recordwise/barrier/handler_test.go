@@ -354,6 +354,18 @@ func TestParseMode(t *testing.T) {
 	}
 }
 
+// TestRecordPathDoesNotAllocate holds the hot path to what BenchmarkRecord
+// measures: a record on an unblocked channel, in and out of Step, costs no
+// allocation (neither the Record input nor the Process action escapes).
+func TestRecordPathDoesNotAllocate(t *testing.T) {
+	h, _ := New[int](2, Aligned())
+	it := Item[int]{Value: 1, Records: 1, Bytes: 8}
+	h.Step(Record[int]{0, it}) // grow the buffers once
+	if n := testing.AllocsPerRun(1000, func() { h.Step(Record[int]{0, it}) }); n != 0 {
+		t.Errorf("%v allocations per record", n)
+	}
+}
+
 // BenchmarkRecord measures the hot path: a record on an unblocked channel.
 func BenchmarkRecord(b *testing.B) {
 	h, _ := New[int](2, Aligned())
