@@ -1,14 +1,10 @@
 package diskphase
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -19,7 +15,6 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/source"
-	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // Named crash points.
@@ -40,20 +35,6 @@ var failPoints = []string{
 	pointMidRead, pointMidWrite, pointBeforeLedger,
 	pointBeforeCommit, pointMidCommit, pointAfterCommit,
 	pointAfterPlan, pointBeforeRecord, pointAfterRecord, pointPhase,
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// fileBadError reports an input file that is missing, fails its checksum or
-// does not decode: the unit that produced it must run again.
-type fileBadError struct {
-	producer UnitID
-	file     string
-	reason   string
-}
-
-func (e *fileBadError) Error() string {
-	return fmt.Sprintf("materialised file %s (made by %s) %s", e.file, e.producer, e.reason)
 }
 
 // attempt is one attempt of one unit on one worker. Everything it builds
@@ -98,120 +79,6 @@ func (a *attempt) midWrite() error {
 	return a.point(pointMidWrite)
 }
 
-// putPipe overlaps encoding the next file with publishing earlier ones: at
-// most maxInFlight Puts run at once. Encoding buffers come from a pool and
-// go back to it once their Put is done, so a unit does not fault in fresh
-// memory for every file.
-type putPipe struct {
-	ctx     context.Context
-	store   storage.Store
-	done    chan error
-	pending int
-	err     error
-}
-
-// maxInFlight Puts overlap; more would only queue on the disk.
-const maxInFlight = 2
-
-var encodeBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func newPutPipe(ctx context.Context, store storage.Store) *putPipe {
-	return &putPipe{ctx: ctx, store: store, done: make(chan error, maxInFlight)}
-}
-
-// put publishes buf under name and returns buf to the pool afterwards.
-func (p *putPipe) put(name string, buf *bytes.Buffer) error {
-	for p.pending >= maxInFlight {
-		p.collect()
-	}
-	if p.err != nil {
-		encodeBufs.Put(buf)
-		return p.err
-	}
-	p.pending++
-	go func() {
-		err := p.store.Put(p.ctx, name, buf.Bytes())
-		buf.Reset()
-		encodeBufs.Put(buf)
-		p.done <- err
-	}()
-	return nil
-}
-
-func (p *putPipe) collect() {
-	if err := <-p.done; err != nil && p.err == nil {
-		p.err = err
-	}
-	p.pending--
-}
-
-// wait returns once every Put has finished, with the first error.
-func (p *putPipe) wait() error {
-	for p.pending > 0 {
-		p.collect()
-	}
-	return p.err
-}
-
-// materialise encodes a table and hands it to the pipe.
-func (a *attempt) materialise(pipe *putPipe, name string, names []string, cols [][]int64) (FileRef, error) {
-	rows := 0
-	if len(cols) > 0 {
-		rows = len(cols[0])
-	}
-	if rows == 0 {
-		return FileRef{}, nil
-	}
-	if err := pipe.ctx.Err(); err != nil {
-		return FileRef{}, context.Cause(pipe.ctx)
-	}
-	buf := encodeBufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	buf.Grow(rows*len(cols)*8 + 4096)
-	err := encodeTable(buf, names, cols, encodeOptions{compression: a.x.compression, midWrite: a.midWrite})
-	if err != nil {
-		encodeBufs.Put(buf)
-		return FileRef{}, err
-	}
-	data := buf.Bytes()
-	ref := FileRef{Name: name, Rows: int64(rows), Bytes: int64(len(data)), CRC: crc32.Checksum(data, castagnoli)}
-	if err := pipe.put(name, buf); err != nil {
-		return FileRef{}, err
-	}
-	a.x.met.materialised(a.unit.Job, int(ref.Bytes))
-	return ref, nil
-}
-
-// fetch reads a materialised file and checks it against its ledger entry.
-func (x *execution) fetch(ctx context.Context, ref FileRef, producer UnitID) ([]byte, error) {
-	data, err := x.store.Get(ctx, ref.Name)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return nil, &fileBadError{producer: producer, file: ref.Name, reason: "is missing"}
-	case errors.Is(err, storage.ErrCorrupt):
-		return nil, &fileBadError{producer: producer, file: ref.Name, reason: "fails its checksum"}
-	case err != nil:
-		return nil, err
-	}
-	if int64(len(data)) != ref.Bytes || crc32.Checksum(data, castagnoli) != ref.CRC {
-		return nil, &fileBadError{producer: producer, file: ref.Name, reason: "does not match its ledger entry"}
-	}
-	return data, nil
-}
-
-// decodeFile decodes a fetched file, turning malformed bytes into a
-// fileBadError.
-func decodeFile(data []byte, ref FileRef, producer UnitID, schema *arrow.Schema, x *execution, fn func(arrow.RecordBatch) error) (int64, error) {
-	n, err := decodeTable(data, schema, x.env.Alloc, fn)
-	if errors.Is(err, errBadTable) {
-		return n, &fileBadError{producer: producer, file: ref.Name, reason: "does not decode: " + err.Error()}
-	}
-	if err == nil && n != ref.Rows {
-		return n, &fileBadError{producer: producer, file: ref.Name, reason: fmt.Sprintf("holds %d rows, its ledger entry says %d", n, ref.Rows)}
-	}
-	return n, err
-}
-
 // openChain builds and opens fresh operator instances for stages.
 func openChain(stages []*job.Stage, octx operator.Context) ([]operator.Operator, error) {
 	var ops []operator.Operator
@@ -252,94 +119,6 @@ func flushChain(ops []operator.Operator, last operator.Emitter) error {
 	for i, op := range ops {
 		if err := op.Flush(chainEmitter(ops[i+1:], last)); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// columns collects rows column-wise in plain Go slices, mapping batch
-// columns by name.
-type columns struct {
-	names []string
-	cols  [][]int64
-	idx   []int
-	last  *arrow.Schema
-}
-
-func newColumns(names []string) *columns {
-	return &columns{names: names, cols: make([][]int64, len(names))}
-}
-
-func (c *columns) add(b arrow.RecordBatch) error {
-	if s := b.Schema(); s != c.last {
-		if s.NumFields() != len(c.names) {
-			return fmt.Errorf("batch has columns %v, want %v", fieldNames(s), c.names)
-		}
-		c.idx = make([]int, len(c.names))
-		for i, n := range c.names {
-			fi := s.FieldIndices(n)
-			if len(fi) != 1 {
-				return fmt.Errorf("batch has columns %v, want %v", fieldNames(s), c.names)
-			}
-			c.idx[i] = fi[0]
-		}
-		c.last = s
-	}
-	for i, j := range c.idx {
-		a, ok := b.Column(j).(*array.Int64)
-		if !ok || a.NullN() > 0 {
-			return fmt.Errorf("column %q is not a null-free int64 column", c.names[i])
-		}
-		c.cols[i] = append(c.cols[i], a.Int64Values()...)
-	}
-	return nil
-}
-
-// partitioner splits rows by the reduce partition that owns their key's
-// key group.
-type partitioner struct {
-	parts       []*columns
-	keyIdx      int
-	parallelism int
-	owner       []int32
-}
-
-func newPartitioner(names []string, nparts, keyIdx, parallelism int) *partitioner {
-	p := &partitioner{keyIdx: keyIdx, parallelism: parallelism}
-	for range nparts {
-		p.parts = append(p.parts, newColumns(names))
-	}
-	return p
-}
-
-func (p *partitioner) add(b arrow.RecordBatch) error {
-	if len(p.parts) == 1 {
-		return p.parts[0].add(b)
-	}
-	n := int(b.NumRows())
-	if n == 0 {
-		return nil
-	}
-	ncols := int(b.NumCols())
-	if ncols != len(p.parts[0].names) {
-		return fmt.Errorf("batch has %d columns, want %v", ncols, p.parts[0].names)
-	}
-	vals := make([][]int64, ncols)
-	for c := range vals {
-		a, ok := b.Column(c).(*array.Int64)
-		if !ok || a.NullN() > 0 {
-			return fmt.Errorf("column %q is not a null-free int64 column", b.ColumnName(c))
-		}
-		vals[c] = a.Int64Values()
-	}
-	p.owner = slices.Grow(p.owner[:0], n)[:n]
-	for i, k := range vals[p.keyIdx] {
-		p.owner[i] = int32(keygroup.Owner(keygroup.Of(k), p.parallelism))
-	}
-	for c, col := range vals {
-		for i, v := range col {
-			dst := p.parts[p.owner[i]]
-			dst.cols[c] = append(dst.cols[c], v)
 		}
 	}
 	return nil
@@ -578,75 +357,4 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 		return nil, err
 	}
 	return ent, nil
-}
-
-// snapshotColumns flushes nothing (the caller has) and turns the
-// operator's per-key-group state into one table: _kg, then the state
-// columns, key groups ascending.
-func snapshotColumns(st operator.Stateful) ([]string, [][]int64, error) {
-	names, err := stateNames(st)
-	if err != nil {
-		return nil, nil, err
-	}
-	parts, err := st.Snapshot()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer operator.ReleaseStates(parts)
-	slices.SortStableFunc(parts, func(a, b operator.KeyGroupState) int { return a.KeyGroup - b.KeyGroup })
-	cols := make([][]int64, len(names))
-	for _, p := range parts {
-		n := int(p.Batch.NumRows())
-		for i := 0; i < n; i++ {
-			cols[0] = append(cols[0], int64(p.KeyGroup))
-		}
-		for c := 1; c < len(names); c++ {
-			arr, ok := p.Batch.Column(c - 1).(*array.Int64)
-			if !ok || arr.NullN() > 0 {
-				return nil, nil, fmt.Errorf("state column %q is not a null-free int64 column", names[c])
-			}
-			cols[c] = append(cols[c], arr.Int64Values()...)
-		}
-	}
-	return names, cols, nil
-}
-
-// restoreState loads a state table into a freshly opened operator.
-func (a *attempt) restoreState(ctx context.Context, st operator.Stateful, ref FileRef, producer UnitID) error {
-	x := a.x
-	names, err := stateNames(st)
-	if err != nil {
-		return err
-	}
-	data, err := x.fetch(ctx, ref, producer)
-	if err != nil {
-		return err
-	}
-	cols := newColumns(names)
-	if _, err := decodeFile(data, ref, producer, int64Schema(names), x, cols.add); err != nil {
-		return err
-	}
-	kgs := cols.cols[0]
-	stateSchema := st.StateSchema()
-	var parts []operator.KeyGroupState
-	defer func() { operator.ReleaseStates(parts) }()
-	for lo := 0; lo < len(kgs); {
-		hi := lo
-		for hi < len(kgs) && kgs[hi] == kgs[lo] {
-			hi++
-		}
-		kg := kgs[lo]
-		if kg < 0 || kg >= keygroup.Count || (len(parts) > 0 && int64(parts[len(parts)-1].KeyGroup) >= kg) {
-			return &fileBadError{producer: producer, file: ref.Name, reason: fmt.Sprintf("has key group %d out of order", kg)}
-		}
-		arrs := make([]arrow.Array, len(names)-1)
-		for c := range arrs {
-			arr, vals := operator.AllocInt64(x.env.Alloc, hi-lo)
-			copy(vals, cols.cols[c+1][lo:hi])
-			arrs[c] = arr
-		}
-		parts = append(parts, operator.KeyGroupState{KeyGroup: int(kg), Batch: operator.NewBatchOwning(stateSchema, hi-lo, arrs...)})
-		lo = hi
-	}
-	return st.Restore(parts)
 }

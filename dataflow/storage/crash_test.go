@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/storage/storagetest"
 )
@@ -108,8 +109,9 @@ func (s *stallingReader) Read(p []byte) (int, error) {
 }
 
 // killMidWrite runs the child writing name into url, waits until it says
-// bytes are on their way, SIGKILLs it and checks it died of the signal.
-func killMidWrite(t *testing.T, mode, url, name string, extraEnv ...string) {
+// bytes are on their way and, if arrived is set, until arrived reports them
+// where the store keeps them, SIGKILLs it and checks it died of the signal.
+func killMidWrite(t *testing.T, mode, url, name string, arrived func() bool, extraEnv ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childModeEnv+"="+mode, childURLEnv+"="+url, childNameEnv+"="+name)
@@ -147,8 +149,13 @@ func killMidWrite(t *testing.T, mode, url, name string, extraEnv ...string) {
 			t.Fatalf("child never reported writing\n%s", stderr.String())
 		}
 	}
-	// Let the bytes just written reach the file / the server.
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); arrived != nil && !arrived(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the bytes the child sent never arrived\n%s", stderr.String())
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("SIGKILL child: %v", err)
 	}
@@ -202,7 +209,9 @@ func TestKilledWriterLeavesNothingLocal(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			killMidWrite(t, "crash-local", st.URL(), name)
+			// The child's writes are synchronous: the bytes are in the
+			// temporary file before it says so (checked below).
+			killMidWrite(t, "crash-local", st.URL(), name, nil)
 			checkAfterCrash(t, st, name, prev)
 
 			left := tmpFiles(t, root)
@@ -237,12 +246,19 @@ func TestKilledWriterLeavesNothingS3(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			killMidWrite(t, "crash-s3", st.URL(), name,
-				storage.EnvS3Endpoint+"="+env.endpoint, storage.EnvAccessKey+"="+env.access, storage.EnvSecretKey+"="+env.secret)
+			// The child talks to the server through a proxy that counts
+			// what reached the server: the kill comes once half of what
+			// the child handed to its connection has, so the server is
+			// mid-request.
+			proxy := runtest.StartSlowProxy(t, env.endpoint, 0, 0)
+			killMidWrite(t, "crash-s3", st.URL(), name, func() bool { return proxy.Sent() >= crashSentAt/2 },
+				storage.EnvS3Endpoint+"="+proxy.Endpoint, storage.EnvAccessKey+"="+env.access, storage.EnvSecretKey+"="+env.secret)
 			checkAfterCrash(t, st, name, prev)
 			// The server notices the dropped connection asynchronously;
-			// look again once it has had time to (wrongly) publish.
-			time.Sleep(300 * time.Millisecond)
+			// look again once it has closed every connection of the
+			// child, so it is done with the request and had its chance
+			// to (wrongly) publish.
+			proxy.WaitClosed(t, 30*time.Second)
 			checkAfterCrash(t, st, name, prev)
 		})
 	}

@@ -1,0 +1,133 @@
+package diskphase
+
+// This file holds the job commit of the output committer: writing the
+// staged output of every unit in the ledger through the sink.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+)
+
+// commit is the job commit of the output committer: the staged output of
+// every unit named in the ledger is written through the sink under the
+// job's epoch, the sink commits the epoch, and the _SUCCESS marker makes
+// the commit durable.
+func (c *coordinator) commit(ctx context.Context, a actCommit) error {
+	x := c.x
+	c.commitJ = a.Job
+	x.met.commitStarted(a.Job, time.Now())
+	if err := c.point(pointBeforeCommit); err != nil {
+		return err
+	}
+	epoch := int64(a.Job)
+	appendMode := x.env.Sink.Mode() == sink.Append
+	published := map[int]bool{}
+	if appendMode {
+		objs, err := x.store.List(ctx, x.names.publishedDir(a.Job))
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if p := x.names.parse(o.Name); p.kind == objPublished {
+				published[p.num] = true
+			}
+		}
+	}
+	first := true
+	for _, p := range a.Parts {
+		if p.File.Name == "" || published[p.Subtask] {
+			continue
+		}
+		data, err := x.fetch(ctx, p.File, p.Producer)
+		if err == nil {
+			err = c.writePart(p, a, epoch, data)
+		}
+		var bad *fileBadError
+		if errors.As(err, &bad) {
+			c.commitJ = -1
+			rec := x.met.newRecovery(fmt.Sprintf("%s, found by the commit of job %d", bad.Error(), a.Job), time.Now(), true)
+			x.met.interrupted(rec, bad.producer, false)
+			x.met.lossRerun()
+			x.tracef(traceEvent{Kind: "lost", Unit: bad.producer, Detail: bad.file})
+			producer, err := c.planLostFile(bad)
+			if err != nil {
+				return err
+			}
+			c.queue = append(c.queue, evCommitFileBad{Job: a.Job, Producer: producer, File: bad.file})
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if first {
+			first = false
+			if err := c.point(pointMidCommit); err != nil {
+				return err
+			}
+		}
+		if appendMode {
+			if err := x.store.Put(ctx, x.names.published(a.Job, p.Subtask), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if first {
+		// Nothing to write: the point still marks the middle of the commit.
+		if err := c.point(pointMidCommit); err != nil {
+			return err
+		}
+	}
+	if err := x.env.Sink.Commit(epoch); err != nil {
+		return err
+	}
+	b, err := json.Marshal(a.Commit)
+	if err != nil {
+		return err
+	}
+	if err := x.store.Put(ctx, x.names.success(a.Job), b); err != nil {
+		return err
+	}
+	now := time.Now()
+	c.commitJ = -1
+	x.handover.visible(x, a, now)
+	wm, ok := c.wms[a.Job]
+	if !ok {
+		wm = operator.NoWatermark
+	}
+	x.met.jobCommitted(a.Commit, wm, now)
+	x.tracef(traceEvent{Kind: "committed", Job: a.Job})
+	if err := c.point(pointAfterCommit); err != nil {
+		return err
+	}
+	c.queue = append(c.queue, evCommitted{Job: a.Job})
+	return nil
+}
+
+// writePart writes one staged output file through a fresh sink writer.
+func (c *coordinator) writePart(p commitPart, a actCommit, epoch int64, data []byte) error {
+	x := c.x
+	w, err := x.env.Sink.Writer(p.Subtask, a.Attempt)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	n, err := decodeFile(data, p.File, p.Producer, x.topo.out, x, func(b arrow.RecordBatch) error {
+		return w.Write(epoch, b)
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.Flush(epoch); err != nil {
+		return err
+	}
+	x.met.rowsWritten(n)
+	return nil
+}

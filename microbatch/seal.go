@@ -1,0 +1,407 @@
+package microbatch
+
+// This file holds the steps that run and seal one batch: running the job
+// over the logged ranges on every worker, writing the new state version,
+// flushing the sink, logging the commit entry and publishing the output,
+// and the last steps of a bounded run.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+)
+
+// runBatch runs the finite job over the logged ranges, stage by stage, on
+// every worker in parallel. Stages meet at hash exchanges inside the batch;
+// nothing crosses the batch boundary except operator state.
+func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
+	t0 := time.Now()
+	if c.curRerun {
+		// A re-run after a restart or a lost worker: the plan is the logged
+		// one, and its measurement starts now.
+		if c.planStart.IsZero() {
+			c.planStart = t0
+		}
+		c.steps = stepTotals{}
+	}
+	if h := c.opts.hooks.onRun; h != nil {
+		h(*c.cur, rerun)
+	}
+	c.ranStart = true
+	bd := newBatchData(c.topo, c.par)
+	defer bd.release()
+	se := &stageEnv{
+		ctx: ctx, topo: c.topo, plan: c.cur, bd: bd, workers: c.par, alloc: c.alloc, faults: c.faults,
+		eventTime: c.env.Job.UsesEventTime, midRunDone: make([]bool, c.par), onCrash: c.killWorker,
+	}
+	for si := range c.topo.stages {
+		errs := make([]error, c.par)
+		if c.par == 1 {
+			errs[0] = c.workers[0].runStage(se, si)
+		} else {
+			var wg sync.WaitGroup
+			for i, w := range c.workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = w.runStage(se, si)
+				}()
+			}
+			wg.Wait()
+		}
+		if c.anyDead() {
+			// Lineage rebuilds the lost pieces and the batch goes on;
+			// otherwise the machine rolls it back (lineage.go).
+			if ok, err := c.recoverLostPieces(ctx, se, si+1, errs); err != nil || !ok {
+				return WorkerLost{Now: time.Now()}, err
+			}
+		}
+		for i, err := range errs {
+			switch {
+			case errors.Is(err, errWorkerKilled):
+				// Only the work of a dead worker stops so, and the repair
+				// above clears what a dead worker said. Going on would run
+				// the batch without the input the subtask did not take.
+				return nil, fmt.Errorf("internal error: batch %d: stage %s of worker %d stopped as killed, but no worker is dead",
+					c.cur.Batch, c.topo.stages[si].ID, i)
+			case err != nil:
+				return nil, err
+			}
+		}
+	}
+	c.handover = c.handover[:0]
+	c.curRows, c.curOut, c.curLate = 0, 0, 0
+	for i := range c.workers {
+		c.handover = append(c.handover, bd.handover[i]...)
+		c.curRows += bd.rowsIn[i]
+		c.curOut += bd.rowsOut[i]
+		c.curLate += bd.late[i]
+	}
+	c.met.addRowsOut(c.curOut)
+	c.steps.run = time.Since(t0)
+	c.rerunDone(c.steps.run)
+	return RunDone{}, nil
+}
+
+// parallel runs fns concurrently. After the first one finishes, between
+// that write and the others, it passes the crash point `point` (the
+// mid-write points); a crash there returns at once, leaving the other
+// writes to land or not, as they would in a real crash. The stragglers are
+// tracked in c.bg so the teardown waits for them.
+func (c *coordinator) parallel(point string, fns []func() error) error {
+	if len(fns) == 0 {
+		return c.point(point)
+	}
+	res := make(chan error, len(fns))
+	for _, fn := range fns {
+		c.bg.Add(1)
+		go func() {
+			defer c.bg.Done()
+			res <- fn()
+		}()
+	}
+	var first error
+	for i := range fns {
+		err := <-res
+		if err != nil && first == nil {
+			first = err
+		}
+		if i == 0 && first == nil {
+			if err := c.point(point); err != nil {
+				return err
+			}
+		}
+	}
+	return first
+}
+
+// commitState writes state version N: per (stage, subtask) the key groups
+// that changed, and the manifest. Snapshots are taken and encoded here;
+// the writes run beside the loop (concurrently with the sink flush), all at
+// once: the manifest need not wait for the objects, because no restart
+// reads a version before a commit entry names it, and commits/N waits for
+// every write.
+func (c *coordinator) commitState(ctx context.Context) (Event, error) {
+	t0 := time.Now()
+	n := c.cur.Batch
+	p := &c.pending
+	p.idx, p.version, p.full, p.written, p.rows, p.bytes, p.changedState = c.idx, c.stateVersion, false, 0, 0, 0, false
+	var snaps []*stageSnap
+	var mu sync.Mutex
+	var jobs []func() error
+	for si, st := range c.topo.stateful {
+		if !st {
+			continue
+		}
+		for _, w := range c.workers {
+			jobs = append(jobs, func() error {
+				s, err := w.takeSnapshot(si)
+				if err != nil {
+					return fmt.Errorf("snapshot of stage %s subtask %d: %w", c.topo.stages[si].ID, w.id, err)
+				}
+				mu.Lock()
+				snaps = append(snaps, s)
+				mu.Unlock()
+				return nil
+			})
+		}
+	}
+	err := runAll(jobs)
+	defer func() {
+		for _, s := range snaps {
+			s.release()
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	changed := false
+	for _, s := range snaps {
+		changed = changed || len(s.changed) > 0 || len(s.deleted) > 0
+		p.rows += s.rows
+		p.bytes += s.bytes
+	}
+	if !changed {
+		if err := c.point(PointStateMidWrite); err != nil {
+			return nil, err
+		}
+		c.steps.state = time.Since(t0)
+		return StateCommitted{Now: time.Now()}, nil
+	}
+	full := c.lastFull < 0 || n-c.lastFull >= int64(c.opts.fullEvery)
+	idx := c.idx.clone()
+	if full {
+		for id := range idx {
+			idx[id] = &[keygroup.Count]string{}
+		}
+	}
+	type write struct {
+		name string
+		blob []byte
+	}
+	var writes []write
+	// Encode every subtask's key groups in parallel.
+	blobs := make([][]byte, len(snaps))
+	kgss := make([][]int, len(snaps))
+	encs := make([]func() error, len(snaps))
+	for i, s := range snaps {
+		encs[i] = func() error {
+			id := c.topo.stages[s.si].ID
+			var err error
+			if blobs[i], kgss[i], err = s.encode(id, full); err != nil {
+				return fmt.Errorf("encoding state of stage %s subtask %d: %w", id, s.worker.id, err)
+			}
+			return nil
+		}
+	}
+	if err := runAll(encs); err != nil {
+		return nil, err
+	}
+	for i, s := range snaps {
+		id := c.topo.stages[s.si].ID
+		blob, kgs := blobs[i], kgss[i]
+		a := idx[id]
+		if !full {
+			for _, kg := range s.deleted {
+				a[kg] = ""
+			}
+		}
+		if blob != nil {
+			name := stateObjectName(n, id, s.worker.id)
+			writes = append(writes, write{name, blob})
+			for _, kg := range kgs {
+				a[kg] = name
+			}
+			p.written += int64(len(blob))
+		}
+		s.worker.fps[s.si] = s.fps
+	}
+	man, err := encodeEntry(idx.toManifest(n, full))
+	if err != nil {
+		return nil, err
+	}
+	manifest := func() error {
+		if err := c.put(ctx, manifestName(n), man); err != nil {
+			return fmt.Errorf("writing state manifest %d: %w", n, err)
+		}
+		return nil
+	}
+	serial := c.opts.hooks.serialSeal
+	p.idx, p.version, p.full, p.changedState = idx, n, full, true
+	p.written += int64(len(man))
+	fns := make([]func() error, len(writes), len(writes)+1)
+	for i, wr := range writes {
+		fns[i] = func() error {
+			if err := c.put(ctx, wr.name, wr.blob); err != nil {
+				return fmt.Errorf("writing state object %s: %w", wr.name, err)
+			}
+			return nil
+		}
+	}
+	if !serial {
+		fns = append(fns, manifest)
+	}
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.parallel(PointStateMidWrite, fns); err != nil {
+			return nil, nil, err
+		}
+		if serial {
+			if err := manifest(); err != nil {
+				return nil, nil, err
+			}
+		}
+		now := time.Now()
+		return StateCommitted{Now: now}, func() { c.steps.state = now.Sub(t0) }, nil
+	})
+	return nil, nil
+}
+
+func runAll(fns []func() error) error {
+	if len(fns) == 1 {
+		return fns[0]()
+	}
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// flushSink hands batch N to every sink subtask (epoch = batch id), beside
+// the loop.
+func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
+	t0 := time.Now()
+	n := c.cur.Batch
+	fns := make([]func() error, len(c.workers))
+	for i, w := range c.workers {
+		wr := w.writer
+		fns[i] = func() error {
+			if err := wr.Flush(n); err != nil {
+				return fmt.Errorf("sink subtask %d: flushing batch %d: %w", i, n, err)
+			}
+			return nil
+		}
+	}
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.parallel(PointSinkMidWrite, fns); err != nil {
+			return nil, nil, err
+		}
+		now := time.Now()
+		return SinkDone{Now: now}, func() { c.visibleAt, c.steps.sink = now, now.Sub(t0) }, nil
+	})
+	return nil, nil
+}
+
+// logCommit writes commits/N beside the loop (and beside offsets/N+1 when
+// the next batch was planned ahead): from then on batch N is done.
+func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
+	t0 := time.Now()
+	n := c.cur.Batch
+	p := &c.pending
+	e := commitEntry{Format: formatVersion, Batch: n, StateVersion: p.version, InputRows: c.cur.rows(), CommittedUnixNano: t0.UnixNano()}
+	data, err := encodeEntry(e)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.point(PointCommitMidWrite); err != nil {
+		return nil, err
+	}
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.put(ctx, commitName(n), data); err != nil {
+			return nil, nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
+		}
+		d := time.Since(t0)
+		return CommitLogged{}, func() { c.committedBatch(d) }, nil
+	})
+	return nil, nil
+}
+
+// committedBatch records that commits/N of the batch in flight is durable.
+func (c *coordinator) committedBatch(took time.Duration) {
+	n := c.cur.Batch
+	p := &c.pending
+	c.committed = n
+	for i, r := range c.cur.Ranges {
+		c.ends[i] = r.End
+	}
+	c.tracker, c.wm = c.cur.Tracker, c.cur.Watermark
+	c.idx, c.stateVersion = p.idx, p.version
+	if p.full {
+		c.lastFull = n
+	}
+	c.cacheMu.Lock()
+	c.commitVer[n] = p.version
+	if p.changedState {
+		c.manifestMin[n] = minObjectVersion(p.idx, n)
+	}
+	c.cacheMu.Unlock()
+	c.steps.commit = took
+}
+
+// publish makes batch N visible at a transactional sink (a no-op for the
+// others, whose flush already did), accounts for it, releases its input
+// and applies retention.
+func (c *coordinator) publish(ctx context.Context) (Event, error) {
+	t0 := time.Now()
+	n := c.cur.Batch
+	if err := c.env.Sink.Commit(n); err != nil {
+		return nil, fmt.Errorf("publishing batch %d: %w", n, err)
+	}
+	now := time.Now()
+	if c.env.Sink.Mode() == sink.Transactional || c.visibleAt.IsZero() {
+		c.visibleAt = now
+	}
+	c.met.latency(c.planStart, c.visibleAt, c.handover)
+	c.steps.publish = time.Since(t0)
+	var wm *int64
+	if c.env.Job.UsesEventTime {
+		v := c.cur.Watermark
+		wm = &v
+	}
+	c.met.batchCommitted(batchReport{
+		batch: n, rerun: c.curRerun, planStart: c.planStart, inputRows: c.curRows, rowsOut: c.curOut, lateRows: c.curLate,
+		steps: c.steps, total: time.Since(c.planStart), stateRows: c.pending.rows, stateBytes: c.pending.bytes,
+		stateWritten: c.pending.written, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
+		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped, plannedAhead: c.curAhead,
+	}, now)
+	for _, w := range c.workers {
+		for _, r := range w.readers {
+			r.q.release(c.ends[r.part.global])
+		}
+	}
+	c.cur, c.curRerun, c.curAhead, c.ranStart, c.visibleAt, c.planStart = nil, false, false, false, time.Time{}, time.Time{}
+	if a := c.next; a != nil {
+		// The batch planned ahead is next.
+		c.cur, c.curAhead, c.capped, c.planStart, c.steps = a.e, true, a.capped, a.planStart, a.steps
+		c.next = nil
+	}
+	if c.committed-c.lastGC >= int64(max(1, c.opts.retained/2)) {
+		c.lastGC = c.committed
+		c.startGC(ctx, Listing{})
+	}
+	stop := c.opts.maxBatches > 0 && c.met.committedCount() >= c.opts.maxBatches
+	return Published{Stop: stop}, nil
+}
+
+// finish completes a bounded run: a last retention pass, synchronously, so
+// what remains in storage is exactly what the retention keeps.
+func (c *coordinator) finish(ctx context.Context) error {
+	c.bg.Wait()
+	l, err := c.list(ctx)
+	if err != nil {
+		return err
+	}
+	return c.retain(ctx, l, c.committed)
+}

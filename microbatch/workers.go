@@ -1,0 +1,298 @@
+package microbatch
+
+// This file holds the coordinator's management of its workers: building
+// one (its operators restored from a state version, its sink writer and
+// readers), starting its readers, killing it, and rebuilding or replacing
+// dead workers after a failure.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/source"
+)
+
+// newWorker builds worker id: operators restored from ls, the sink writer,
+// and (unless keep is given) readers re-opened at the committed positions.
+// keep is a surviving worker whose readers and queues are kept.
+func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, keep *worker) (*worker, error) {
+	w := keep
+	if w == nil {
+		w = &worker{id: id, stop: make(chan struct{})}
+	}
+	w.ops = make([]operator.Operator, len(c.topo.stages))
+	w.fps = make([][keygroup.Count]uint64, len(c.topo.stages))
+	fail := func(err error) (*worker, error) {
+		if keep == nil {
+			w.teardown()
+		}
+		return nil, err
+	}
+	kgs := keygroup.RangeFor(id, c.par)
+	failEmit := operator.EmitFunc(func(b arrow.RecordBatch) error {
+		return fmt.Errorf("restored state emitted %d rows when the watermark of the restored batch was delivered again: state version and watermark disagree", b.NumRows())
+	})
+	for si, st := range c.topo.stages {
+		if st.Kind != job.OperatorStage {
+			continue
+		}
+		op, err := st.New()
+		if err != nil {
+			return fail(err)
+		}
+		w.ops[si] = op
+		octx := operator.Context{Alloc: c.alloc, Subtask: id, Parallelism: c.par, KeyGroups: keygroup.All}
+		if st.Keyed {
+			octx.KeyGroups = kgs
+		}
+		if err := op.Open(octx); err != nil {
+			return fail(fmt.Errorf("opening stage %s subtask %d: %w", st.ID, id, err))
+		}
+		if !c.topo.stateful[si] {
+			continue
+		}
+		var parts []operator.KeyGroupState
+		if a := ls[st.ID]; a != nil {
+			for kg := kgs.Start; kg < kgs.End; kg++ {
+				if a[kg].Batch != nil {
+					parts = append(parts, a[kg])
+				}
+			}
+		}
+		sop := op.(operator.Stateful)
+		if len(parts) > 0 {
+			if err := sop.Restore(parts); err != nil {
+				return fail(fmt.Errorf("restoring stage %s subtask %d from state version %d: %w", st.ID, id, c.stateVersion, err))
+			}
+		}
+		if c.env.Job.UsesEventTime {
+			if err := op.AdvanceWatermark(c.wm, failEmit); err != nil {
+				return fail(err)
+			}
+		}
+		if err := op.Flush(failEmit); err != nil {
+			return fail(err)
+		}
+		snap, err := w.takeSnapshot(si)
+		if err != nil {
+			return fail(err)
+		}
+		w.fps[si] = snap.fps
+		snap.release()
+	}
+	if c.env.Job.UsesEventTime {
+		for si, op := range w.ops {
+			if op == nil || c.topo.stateful[si] {
+				continue
+			}
+			if err := op.AdvanceWatermark(c.wm, failEmit); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	wr, err := c.env.Sink.Writer(id, c.attempt)
+	c.attempt++
+	if err != nil {
+		return fail(err)
+	}
+	w.writer = wr
+	if keep != nil {
+		return w, nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	w.cancel = cancel
+	w.rctx = rctx
+	for _, p := range c.topo.parts {
+		if p.owner != id {
+			continue
+		}
+		r, err := p.src.Open(rctx, p.index, source.Position{Partition: p.name, Offset: c.ends[p.global]}, c.alloc)
+		if err != nil {
+			return fail(fmt.Errorf("opening %s partition %s at %d: %w", p.input, p.name, c.ends[p.global], err))
+		}
+		c.met.addLost(r.Lost())
+		pr := &partReader{part: p, q: newPartQueue(c.ends[p.global]), reader: r, done: make(chan struct{})}
+		w.readers = append(w.readers, pr)
+	}
+	return w, nil
+}
+
+// startReaders starts the read-ahead goroutines of a new worker, once it
+// is in its slot (a read can kill any worker).
+func (c *coordinator) startReaders(ctx context.Context, w *worker) {
+	if w.started {
+		return
+	}
+	w.started = true
+	cfg := readerConfig{
+		rows: c.opts.readRows, limit: c.opts.prefetch, faults: c.faults, onRead: c.met.read,
+		onCrash: c.killWorker, stop: w.stop,
+	}
+	for _, pr := range w.readers {
+		go pr.loop(w.rctx, cfg)
+	}
+}
+
+// killWorker carries out a worker crash decided by the injector: the
+// worker stops and everything it holds will be dropped by the rebuild.
+func (c *coordinator) killWorker(cr *fault.Crash) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if cr.Worker < 0 || cr.Worker >= len(c.workers) || c.workers[cr.Worker] == nil {
+		// The coordinator is down: the worker is gone already. The fault
+		// still counts, and the coordinator's recovery covers it.
+		c.met.crash(fmt.Sprintf("worker %d killed (%s) while its coordinator was down", cr.Worker, cr.Spec), time.Now(), nil)
+		return
+	}
+	w := c.workers[cr.Worker]
+	if w.dead() {
+		c.met.crash(fmt.Sprintf("worker %d killed (%s) while already down", cr.Worker, cr.Spec), time.Now(), nil)
+		return
+	}
+	// The crash is on record before the worker dies: the coordinator may
+	// see the death and rebuild at once, and that rebuild must find the
+	// crash to bill (it was missed, leaving a crash without a recovery).
+	r := c.met.crash(fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec), time.Now(), nil)
+	c.recMu.Lock()
+	c.pendingRecoveries = append(c.pendingRecoveries, r)
+	c.recMu.Unlock()
+	w.kill()
+	select {
+	case c.deathCh <- struct{}{}:
+	default:
+	}
+}
+
+func (c *coordinator) anyDead() bool {
+	for _, w := range c.workers {
+		if w.dead() {
+			return true
+		}
+	}
+	return false
+}
+
+// rebuild replaces every dead worker. With Rollback the survivors'
+// operators are rebuilt too, from the committed state version, because
+// they have absorbed part of the batch that failed.
+func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
+	start := time.Now()
+	if _, err := c.drain(); err != nil { // nothing is in flight by now
+		return nil, err
+	}
+	c.takeDeaths()
+	var need []int
+	for _, w := range c.workers {
+		if w.dead() {
+			w.teardown()
+			need = append(need, w.id)
+		} else if r.Rollback {
+			w.closeOps()
+			if w.writer != nil {
+				_ = w.writer.Close()
+				w.writer = nil
+			}
+			need = append(need, w.id)
+		}
+	}
+	if r.Rollback {
+		// No writer is open: staged output of the failed batch is discarded.
+		if err := c.env.Sink.Recover(c.committed); err != nil {
+			return nil, fmt.Errorf("recovering the sink to batch %d: %w", c.committed, err)
+		}
+	}
+	if r.Failed >= 0 || r.Discarded >= 0 {
+		c.met.batchLost(r.Failed >= 0)
+	}
+	if err := c.replaceWorkers(ctx, need); err != nil {
+		return nil, err
+	}
+	if r.Ahead < 0 {
+		if c.next != nil && r.Discarded == c.next.e.Batch {
+			r.Discarded = -1 // dropped below; c.cur is still published
+		}
+		c.next = nil
+	}
+	if r.Discarded >= 0 {
+		c.cur = nil
+	}
+	if r.Failed >= 0 {
+		c.curRerun = true
+	}
+	reprocessed := int64(0)
+	if r.Rollback && r.Failed >= 0 && c.cur != nil {
+		reprocessed = c.cur.rows()
+	}
+	primary := c.takeRecoveries()
+	c.met.recovered(primary, start, time.Now(), reprocessed)
+	return Rebuilt{Now: time.Now()}, nil
+}
+
+// replaceWorkers starts a new incarnation of each worker in ids, its key
+// groups restored from the committed state version. A killed worker starts
+// from nothing; one still alive hands its readers over to the new one.
+func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
+	needKG := map[int]bool{}
+	for _, id := range ids {
+		rg := keygroup.RangeFor(id, c.par)
+		for kg := rg.Start; kg < rg.End; kg++ {
+			needKG[kg] = true
+		}
+	}
+	ls, err := loadState(ctx, c.store, c.prefix, c.idx, func(_ string, kg int) bool { return needKG[kg] }, c.alloc)
+	if err != nil {
+		return fmt.Errorf("restoring state version %d: %w", c.stateVersion, err)
+	}
+	defer ls.release()
+	for _, id := range ids {
+		var keep *worker
+		if old := c.workers[id]; !old.dead() {
+			keep = old
+		}
+		w, err := c.newWorker(ctx, id, ls, keep)
+		if err != nil {
+			return err
+		}
+		c.wmu.Lock()
+		c.workers[id] = w
+		c.wmu.Unlock()
+		c.startReaders(ctx, w)
+	}
+	return nil
+}
+
+// takeRecoveries clears the crashes pending repair and returns the first,
+// which the repair under way bills (nil if none).
+func (c *coordinator) takeRecoveries() *recovery {
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	recs := c.pendingRecoveries
+	c.pendingRecoveries = nil
+	if len(recs) == 0 {
+		return nil
+	}
+	return recs[0]
+}
+
+// takeDeaths consumes the death notification the repair under way handles
+// and records, for the bill of each crash pending, how far the readers had
+// read (what the recovery will read again).
+func (c *coordinator) takeDeaths() {
+	select {
+	case <-c.deathCh:
+	default:
+	}
+	hw, _, _, _ := c.status()
+	c.recMu.Lock()
+	for _, rec := range c.pendingRecoveries {
+		c.met.setHighWater(rec, hw)
+	}
+	c.recMu.Unlock()
+}
