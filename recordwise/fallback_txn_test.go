@@ -48,7 +48,7 @@ func fallbackAcrossProcesses(t *testing.T, jobName string, b barrierSetting, dam
 	runID := "fallback-" + jobName + "-" + b.String()
 	// Paced, so a process restoring an old point replays at the input's
 	// rate, and its first checkpoint covers a fraction of the replay.
-	records := 6000
+	records := 18000 // 1.8 s at the paced rate: room for six slow checkpoints on a loaded machine
 	if jobName == "join" {
 		records *= 2 // half of them in each input
 	}
