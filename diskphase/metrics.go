@@ -85,10 +85,11 @@ func durPtr(d time.Duration) *time.Duration { return &d }
 func (m *metrics) newRecovery(cause string, at time.Time, loss bool) *recoveryRec {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, event := m.bill.Open(cause, at), "crash"
+	open, event := m.bill.Open, "crash"
 	if loss {
-		c, event = m.bill.OpenLoss(cause, at), "file_lost"
+		open, event = m.bill.OpenLoss, "file_lost"
 	}
+	c := open(cause, at)
 	c.Reprocessed = new(int64)
 	rec := &recoveryRec{Crash: c, pending: map[UnitID]bool{}, commitJob: -1}
 	m.recoveries = append(m.recoveries, rec)
