@@ -533,7 +533,7 @@ func TestEndlessInputStopsOnCancel(t *testing.T) {
 	defer cancel()
 	cfg := run.Config{Job: "keyed-count", Params: job.DefaultParams, Inputs: map[string]string{job.DefaultInput: "gen:records=0,rate=20000"},
 		Output: filepath.Join(fastDir(t), "out"), OutputFormat: sink.Parquet, SinkMode: sink.Transactional,
-		Storage: "file://" + fastDir(t), Parallelism: 2, JobRecords: 400,
+		Storage: "file://" + fastDir(t), Parallelism: 2, Options: Options{JobRecords: 400},
 		Progress: &runtest.EventStop{Match: []string{`"event":"job_committed"`}, N: 2, Stop: cancel}}
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	env, err := run.Prepare(ctx, cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)

@@ -111,7 +111,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	}
 	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+		Options: Options{JobRecords: sc.jobRecords, JobInterval: sc.jobInterval}, Fails: sc.fails, Seed: 1, Progress: sc.progress,
 		Resumed: sc.resumed}
 	runCtx := ctx
 	if sc.stopAfterCommits > 0 {

@@ -93,7 +93,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		Trigger: time.Millisecond, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }
 

@@ -122,7 +122,7 @@ func (c *coordLoop) run() {
 	ctx := c.inc.coordCtx
 	var tick <-chan time.Time
 	if !c.inc.opts.noPeriodic {
-		tk := time.NewTicker(c.inc.env.Config.CheckpointInterval)
+		tk := time.NewTicker(c.inc.opts.settings.CheckpointInterval)
 		defer tk.Stop()
 		tick = tk.C
 	}

@@ -156,11 +156,11 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		p = *sc.params
 	}
 	return run.Config{
-		Job: sc.job, Params: p, Executor: "recordwise", Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout,
+		Job: sc.job, Params: p, Executor: "recordwise",
+		Options: Options{Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout, CheckpointInterval: sc.interval,
+			BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained, DetectDelay: sc.detect},
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
-		Storage: sc.storageURL(t), Parallelism: sc.parallelism, CheckpointInterval: sc.interval,
-		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained,
-		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }
 
