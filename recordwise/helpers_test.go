@@ -16,7 +16,6 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -24,8 +23,7 @@ import (
 )
 
 var (
-	flagSchedules = flag.Int("rw.schedules", 200, "number of seeded random crash schedules in TestRandomCrashSchedules")
-	flagSeed      = flag.Int64("rw.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
+	scheduleFlags = runtest.NewScheduleFlags("rw", 200)
 	flagDisk      = flag.Bool("rw.disk", false, "put test storage and outputs on the default temp dir even when a RAM disk exists")
 	flagVerbose   = flag.Bool("rw.v", false, "print progress events of the runs")
 )
@@ -114,7 +112,7 @@ type result struct {
 	report  *Report
 	stats   sink.Stats
 	table   *sink.Table
-	want    *oracle.Result
+	want    *runtest.Want
 	env     *run.Env
 	err     error
 	storage string
@@ -259,13 +257,24 @@ func (sc *scenario) executeRaw(t testing.TB) *result {
 	return sc.execute(t)
 }
 
+// outcome is the run as the runtest checks take it.
+func (o *result) outcome() runtest.Outcome {
+	return runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want}
+}
+
 // check judges a result with runtest.CheckOutput (the resolved output
 // equals the oracle's, the idempotent and transactional sinks show no
 // duplicate or conflicting row, and the summary's counts are what resolving
 // and an independent reader count), and every crash was recovered from.
 func (o *result) check(t testing.TB, what string) {
 	t.Helper()
-	runtest.CheckOutput(t, what, runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want})
+	runtest.CheckOutput(t, what, o.outcome())
+	o.checkRecovered(t, what)
+}
+
+// checkRecovered: every crash was recovered from.
+func (o *result) checkRecovered(t testing.TB, what string) {
+	t.Helper()
 	if o.summary.Crashes != len(o.summary.Recoveries) {
 		t.Fatalf("%s: %d crashes but %d recoveries", what, o.summary.Crashes, len(o.summary.Recoveries))
 	}

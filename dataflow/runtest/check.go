@@ -3,7 +3,6 @@ package runtest
 import (
 	"testing"
 
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
@@ -15,7 +14,7 @@ type Outcome struct {
 	Summary *run.Summary // the executor's summary, completed by run.Finish
 	Table   *sink.Table  // the output directory as sink.Resolve reads it
 	Stats   sink.Stats   // what sink.Resolve counted
-	Want    *oracle.Result
+	Want    *Want        // the reference's answer (Oracle)
 }
 
 // CheckOutput judges a run of a re-readable source: it succeeded; the

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -176,7 +175,7 @@ func finished(t *testing.T, format sink.Format) runtest.Outcome {
 		Env:     &run.Env{Config: run.Config{Output: dir, OutputFormat: format, SinkMode: sink.Append}, Job: &job.Job{Output: layout}},
 		Summary: &run.Summary{SinkDuplicateRows: st.DuplicateRows, SinkConflictingRows: st.ConflictingRows, LateRows: 3},
 		Table:   table, Stats: st,
-		Want: &oracle.Result{Table: want, LateRows: 3},
+		Want: &runtest.Want{Table: want, LateRows: 3},
 	}
 }
 
