@@ -13,26 +13,18 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// subject is the disk-phase executor under the runtest conformance suite.
-func subject() runtest.Subject {
-	return runtest.Subject{
+// TestConformance runs the runtest conformance suite on the disk-phase
+// executor: its resumed process follows one stopped once two finite jobs
+// are committed, and the records of the finished map units in the ledger
+// are what resumed_from covers.
+func TestConformance(t *testing.T) {
+	runtest.Conformance(t, runtest.Subject{
 		Executor: Executor{}, Kind: "finite job", Package: "./diskphase/", Dir: fastDir,
 		Schedules: runtest.Schedules{Flags: scheduleFlags, Parallel: true, Draw: drawSchedule},
 		Resume:    runtest.Resume{Event: "coordinator_restarted", Records: resumeRecords, Die: stopAfterCommits, Resumed: resume},
 		Listing:   listing(),
-	}
+	})
 }
-
-// TestRandomCrashSchedules: runtest.RunCrashSchedules over drawSchedule.
-func TestRandomCrashSchedules(t *testing.T) { runtest.RunCrashSchedules(t, subject()) }
-
-// TestResumedProcessBillsTheEarlierDeath: runtest.RunResumedProcess, the
-// first process stopped once two finite jobs are committed; the records
-// of the finished map units in the ledger are what resumed_from covers.
-func TestResumedProcessBillsTheEarlierDeath(t *testing.T) { runtest.RunResumedProcess(t, subject()) }
-
-// TestRecoveryPointsFromAListing: runtest.RunRecoveryPoints over listing.
-func TestRecoveryPointsFromAListing(t *testing.T) { runtest.RunRecoveryPoints(t, subject()) }
 
 // drawSchedule draws a job, a sink, a parallelism, an input size, a
 // finite-job size, a read batch and one to three faults from worker kills

@@ -13,25 +13,18 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// subject is the micro-batch executor under the runtest conformance suite.
-func subject() runtest.Subject {
-	return runtest.Subject{
+// TestConformance runs the runtest conformance suite on the micro-batch
+// executor: its resumed process follows one that died after committing
+// batches (a crash with no restart), and every re-delivered batch must
+// hold the rows of its first delivery.
+func TestConformance(t *testing.T) {
+	runtest.Conformance(t, runtest.Subject{
 		Executor: Executor{}, Kind: "batch", Package: "./microbatch/", Dir: fastDir,
 		Schedules: runtest.Schedules{Flags: scheduleFlags, Short: 50, Parallel: true, Draw: drawSchedule},
 		Resume:    runtest.Resume{Event: "recovery", Records: resumeRecords, Die: dieAfterCommits, Resumed: resume},
 		Listing:   listing(),
-	}
+	})
 }
-
-// TestRandomCrashSchedules: runtest.RunCrashSchedules over drawSchedule.
-func TestRandomCrashSchedules(t *testing.T) { runtest.RunCrashSchedules(t, subject()) }
-
-// TestResumedProcessBillsTheEarlierDeath: runtest.RunResumedProcess, the
-// first process dying after committing batches (a crash with no restart).
-func TestResumedProcessBillsTheEarlierDeath(t *testing.T) { runtest.RunResumedProcess(t, subject()) }
-
-// TestRecoveryPointsFromAListing: runtest.RunRecoveryPoints over listing.
-func TestRecoveryPointsFromAListing(t *testing.T) { runtest.RunRecoveryPoints(t, subject()) }
 
 // drawSchedule draws several crashes per run at random points and random
 // workers (kills after a random number of records read), a random job,

@@ -12,29 +12,20 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// subject is the record-wise executor under the runtest conformance suite.
-// Its schedules run one at a time: they pace their inputs and race
-// checkpoints against crashes, which a loaded machine would skew. Faults
-// that fire within a crash's detection delay join that crash.
-func subject() runtest.Subject {
-	return runtest.Subject{
+// TestConformance runs the runtest conformance suite on the record-wise
+// executor: its resumed process follows one stopped at its first periodic
+// checkpoint, whose source positions are what resumed_from covers. Its
+// schedules run one at a time: they pace their inputs and race checkpoints
+// against crashes, which a loaded machine would skew. Faults that fire
+// within a crash's detection delay join that crash.
+func TestConformance(t *testing.T) {
+	runtest.Conformance(t, runtest.Subject{
 		Executor: Executor{}, Kind: "checkpoint", Package: "./recordwise/", Dir: fastDir,
 		Schedules: runtest.Schedules{Flags: scheduleFlags, Coalesce: true, Draw: drawSchedule},
 		Resume:    runtest.Resume{Event: "recovery", Records: resumeRecords, Die: stopAtFirstCheckpoint, Resumed: resume},
 		Listing:   listing(),
-	}
+	})
 }
-
-// TestRandomCrashSchedules: runtest.RunCrashSchedules over drawSchedule.
-func TestRandomCrashSchedules(t *testing.T) { runtest.RunCrashSchedules(t, subject()) }
-
-// TestResumedProcessBillsTheEarlierDeath: runtest.RunResumedProcess, the
-// first process stopped once its first periodic checkpoint is complete;
-// that checkpoint's source positions are what resumed_from covers.
-func TestResumedProcessBillsTheEarlierDeath(t *testing.T) { runtest.RunResumedProcess(t, subject()) }
-
-// TestRecoveryPointsFromAListing: runtest.RunRecoveryPoints over listing.
-func TestRecoveryPointsFromAListing(t *testing.T) { runtest.RunRecoveryPoints(t, subject()) }
 
 // drawSchedule draws a job, barrier setting, sink, parallelism, input
 // size and pace, checkpoint interval, sometimes a detection delay, and one

@@ -11,12 +11,21 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
+// Conformance runs the suite every executor passes, one group each:
+// RandomCrashSchedules, ResumedProcessBillsTheEarlierDeath and
+// RecoveryPointsFromAListing. Each executor's tests call it from one test
+// with the Subject that states what differs for that executor.
+func Conformance(t *testing.T, s Subject) {
+	t.Run("RandomCrashSchedules", func(t *testing.T) { crashSchedules(t, s) })
+	t.Run("ResumedProcessBillsTheEarlierDeath", func(t *testing.T) { resumedProcess(t, s) })
+	t.Run("RecoveryPointsFromAListing", func(t *testing.T) { recoveryPoints(t, s) })
+}
+
 // Subject is an executor under the conformance suite: what differs between
-// executors. Each executor's tests fill one in and call RunCrashSchedules,
-// RunResumedProcess and RunRecoveryPoints from tests of those names, so
-// every executor is held to the same checks and states only its own:
-// the schedules it draws (its fail points and settings), how it dies and
-// resumes, the names of its storage layout, and extra assertions.
+// executors. The suite holds every executor to the same checks; the
+// subject states only its own: the schedules it draws (its fail points and
+// settings), how it dies and resumes, the names of its storage layout, and
+// extra assertions.
 type Subject struct {
 	// Executor is the executor under test. The suite asks it for the
 	// recovery points of a listing (it must be a run.Inspector) and names
@@ -31,11 +40,11 @@ type Subject struct {
 	// Dir returns a fresh directory for storage or output.
 	Dir func(t testing.TB) string
 
-	// Schedules are the seeded random crash schedules (RunCrashSchedules).
+	// Schedules are the seeded random crash schedules.
 	Schedules Schedules
-	// Resume is the resumed-process bill (RunResumedProcess).
+	// Resume is the resumed-process bill.
 	Resume Resume
-	// Listing is the recovery-point listing (RunRecoveryPoints).
+	// Listing is the recovery-point listing.
 	Listing Listing
 }
 
@@ -79,14 +88,14 @@ type Resume struct {
 	Resumed func(t *testing.T, storage, output string, progress io.Writer, fresh bool) Result
 }
 
-// RunResumedProcess: a process dies with its run unfinished (Resume.Die),
+// resumedProcess: a process dies with its run unfinished (Resume.Die),
 // and one resuming its run (run.Config.Resumed) bills the first's death as
 // its one crash and says which recovery point it resumed from, and its
 // records_in and that point's records add up to the input once; its
 // progress lines bill the death once, and its output is the reference's. A
 // resumed run whose storage holds nothing resumes from no recovery point,
 // covering nothing, and its output is the reference's too.
-func RunResumedProcess(t *testing.T, s Subject) {
+func resumedProcess(t *testing.T, s Subject) {
 	r := s.Resume
 	if r.Die == nil || r.Resumed == nil || r.Event == "" || r.Records == 0 || s.Kind == "" {
 		t.Fatalf("%s: the subject's Resume is incomplete", s.Executor.Name())
@@ -124,11 +133,11 @@ type WantPoint struct {
 	Status   string // a part of the status, in the executor's own words
 }
 
-// RunRecoveryPoints: the executor reads exactly the wanted recovery points
+// recoveryPoints: the executor reads exactly the wanted recovery points
 // from the listing (and nothing from objects of other runs, executors or
 // layouts in it), each with its executor, kind, completeness, object
 // count, size and status.
-func RunRecoveryPoints(t *testing.T, s Subject) {
+func recoveryPoints(t *testing.T, s Subject) {
 	in, ok := s.Executor.(run.Inspector)
 	if !ok {
 		t.Fatalf("%s: the executor cannot read a listing (not a run.Inspector)", s.Executor.Name())

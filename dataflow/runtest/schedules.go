@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -22,8 +23,8 @@ type ScheduleFlags struct {
 func NewScheduleFlags(prefix string, n int) *ScheduleFlags {
 	return &ScheduleFlags{
 		prefix: prefix,
-		n:      flag.Int(prefix+".schedules", n, "number of seeded random crash schedules in TestRandomCrashSchedules"),
-		seed:   flag.Int64(prefix+".seed", 0, "run only this seed of TestRandomCrashSchedules (0: all; REWIND_TEST_SEED also sets it)"),
+		n:      flag.Int(prefix+".schedules", n, "number of seeded random crash schedules in the conformance suite's RandomCrashSchedules"),
+		seed:   flag.Int64(prefix+".seed", 0, "run only this seed of the conformance suite's RandomCrashSchedules (0: all; REWIND_TEST_SEED also sets it)"),
 	}
 }
 
@@ -78,12 +79,12 @@ func (f *ScheduleFlags) seeds(t *testing.T, short int) []int64 {
 	return seeds
 }
 
-// RunCrashSchedules runs the subject's seeded random crash schedules, one
+// crashSchedules runs the subject's seeded random crash schedules, one
 // subtest "seed=N" each. Every run must survive its crashes with the
 // reference's output (CheckOutput), bill its crashes (CheckCrashes or
 // CheckCoalescedCrashes), and pass the executor's own checks. A failure
 // names its seed, its draw and the command that replays it.
-func RunCrashSchedules(t *testing.T, s Subject) {
+func crashSchedules(t *testing.T, s Subject) {
 	sch := s.Schedules
 	if sch.Flags == nil || sch.Draw == nil || s.Package == "" {
 		t.Fatalf("%s: the subject's Schedules are incomplete", s.Executor.Name())
@@ -92,13 +93,14 @@ func RunCrashSchedules(t *testing.T, s Subject) {
 	if len(seeds) == 0 {
 		t.Fatalf("%s: no crash schedule to run (-%s.schedules=%d)", s.Executor.Name(), sch.Flags.prefix, *sch.Flags.n)
 	}
-	test := t.Name()
+	// -run takes one pattern per level of subtest.
+	test := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			if sch.Parallel {
 				t.Parallel()
 			}
-			replay := fmt.Sprintf("go test -race -run '^%s$' %s -%s.seed=%d, or REWIND_TEST_SEED=%d",
+			replay := fmt.Sprintf("go test -race -run '%s' %s -%s.seed=%d, or REWIND_TEST_SEED=%d",
 				test, s.Package, sch.Flags.prefix, seed, seed)
 			t.Cleanup(func() {
 				if t.Failed() {
