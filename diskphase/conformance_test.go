@@ -57,7 +57,7 @@ func drawSchedule(seed int64) runtest.Schedule {
 			sc := &scenario{job: name, inputs: smallInputs(name, records, seed), mode: mode, parallelism: par,
 				jobRecords: jobRecords, fails: fails, readBatch: readBatch}
 			o := sc.execute(t)
-			return runtest.Result{Outcome: o.outcome(), Check: func(t testing.TB, what string) {
+			return runtest.Result{Outcome: o.result().Outcome, Check: func(t testing.TB, what string) {
 				o.checkOutput(t, what)
 				o.checkReruns(t, what)
 				midCommit := false
@@ -99,8 +99,7 @@ func resume(t *testing.T, storage, output string, progress io.Writer, fresh bool
 	if fresh {
 		sc.inputs, sc.runID = smallInputs("keyed-count", resumeRecords, 5), "nothing-stored"
 	}
-	o := sc.execute(t)
-	return runtest.Result{Outcome: o.outcome(), Check: o.checkOutput}
+	return sc.execute(t).result()
 }
 
 // listing holds a committed finite job and one interrupted with two map

@@ -166,19 +166,15 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if o.err != nil || sc.stopAfterCommits > 0 {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(out, env.Job.Output)
-	if err != nil {
-		t.Fatalf("resolving output: %v", err)
-	}
-	if !sc.noOracle {
-		o.want = runtest.Oracle(t, cfg)
-	}
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, !sc.noOracle)
 	return o
 }
 
-// outcome is the run as the runtest checks take it.
-func (o *outcome) outcome() runtest.Outcome {
-	return runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want}
+// result is the run as runtest judges it: runtest.CheckOutput, then
+// checkOutput.
+func (o *outcome) result() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkOutput}
 }
 
 // checkOutput: the resolved output equals the oracle's.

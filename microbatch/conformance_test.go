@@ -65,7 +65,7 @@ func drawSchedule(seed int64) runtest.Schedule {
 			sc := &scenario{job: j, inputs: inputs, mode: mode, parallelism: par, params: &params,
 				fails: fails, opts: Options{MaxBatchRecords: maxBatch}, ledger: newBatchLedger()}
 			o := sc.execute(t)
-			return runtest.Result{Outcome: o.outcome(), Check: func(t testing.TB, what string) {
+			return runtest.Result{Outcome: o.result().Outcome, Check: func(t testing.TB, what string) {
 				o.checkConflicts(t, what)
 				o.checkRecoveries(t, what, sc.ledger)
 			}}
@@ -96,8 +96,7 @@ func resume(t *testing.T, storage, output string, progress io.Writer, fresh bool
 	}
 	sc := &scenario{job: "keyed-count", inputs: defaultInputs("keyed-count", resumeRecords, 5), storage: storage, output: output,
 		resumed: true, progress: progress, opts: Options{MaxBatchRecords: 400, RunID: runID}}
-	o := sc.execute(t)
-	return runtest.Result{Outcome: o.outcome(), Check: o.checkConflicts}
+	return sc.execute(t).result()
 }
 
 // listing holds committed batches, one whose commit did not land and one

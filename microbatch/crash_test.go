@@ -22,7 +22,7 @@ func checkCrashRun(t *testing.T, what string, sc *scenario, o *outcome, mustFire
 			t.Fatalf("%s: faults never fired: %v", what, p)
 		}
 	}
-	runtest.CheckCrashes(t, what, o.outcome())
+	runtest.CheckCrashes(t, what, o.result().Outcome)
 	o.checkRecoveries(t, what, sc.ledger)
 }
 

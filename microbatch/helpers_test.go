@@ -125,28 +125,21 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if o.err != nil {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(cfg.Output, env.Job.Output)
-	if err != nil {
-		t.Fatalf("resolving output: %v", err)
-	}
-	o.want = runtest.Oracle(t, cfg)
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, true)
 	return o
 }
 
-// outcome is the run as the runtest checks take it.
-func (o *outcome) outcome() runtest.Outcome {
-	return runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want}
+// result is the run as runtest judges it: runtest.CheckOutput (the
+// resolved output equals the reference's, the idempotent and transactional
+// sinks show no duplicate, and the summary's duplicate count is what an
+// independent reader counts), then checkConflicts.
+func (o *outcome) result() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkConflicts}
 }
 
-// check judges an outcome with runtest.CheckOutput (the resolved output
-// equals the oracle's, the idempotent and transactional sinks show no
-// duplicate, and the summary's duplicate count is what an independent
-// reader counts) and checkConflicts.
-func (o *outcome) check(t testing.TB, what string) {
-	t.Helper()
-	runtest.CheckOutput(t, what, o.outcome())
-	o.checkConflicts(t, what)
-}
+// check judges an outcome as result says.
+func (o *outcome) check(t testing.TB, what string) { t.Helper(); o.result().Judge(t, what) }
 
 // checkConflicts: no visible row conflicts with another, whatever the sink:
 // a replayed batch reads the offsets it recorded, so it emits what it

@@ -56,7 +56,7 @@ func drawSchedule(seed int64) runtest.Schedule {
 	return runtest.Schedule{
 		What: fmt.Sprintf("%s, %d records at %d/s, checkpoints every %s, detect delay %s", sc, records, rate, sc.interval, sc.detect),
 		// The suite's crash bill includes checkRecovered's.
-		Run: func(t *testing.T) runtest.Result { return runtest.Result{Outcome: sc.execute(t).outcome()} },
+		Run: func(t *testing.T) runtest.Result { return runtest.Result{Outcome: sc.execute(t).judged().Outcome} },
 	}
 }
 
@@ -86,8 +86,7 @@ func resume(t *testing.T, storage, output string, progress io.Writer, fresh bool
 	if fresh {
 		sc.inputs, sc.opts.RunID = inputs("keyed-count", resumeRecords, 0, 5), "nothing-stored"
 	}
-	o := sc.execute(t)
-	return runtest.Result{Outcome: o.outcome(), Check: o.checkRecovered}
+	return sc.execute(t).judged()
 }
 
 // listing holds a complete checkpoint and a later one with parts but no

@@ -241,13 +241,7 @@ func (sc *scenario) execute(t testing.TB) *result {
 	if o.err != nil || sc.measureOnly {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(cfg.Output, env.Job.Output)
-	if err != nil {
-		t.Fatalf("%s: resolving output: %v", sc, err)
-	}
-	if !sc.noOracle {
-		o.want = runtest.Oracle(t, cfg)
-	}
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, !sc.noOracle)
 	return o
 }
 
@@ -257,20 +251,17 @@ func (sc *scenario) executeRaw(t testing.TB) *result {
 	return sc.execute(t)
 }
 
-// outcome is the run as the runtest checks take it.
-func (o *result) outcome() runtest.Outcome {
-	return runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want}
+// judged is the run as runtest judges it: runtest.CheckOutput (the
+// resolved output equals the reference's, the idempotent and transactional
+// sinks show no duplicate or conflicting row, and the summary's counts are
+// what resolving and an independent reader count), then checkRecovered.
+func (o *result) judged() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkRecovered}
 }
 
-// check judges a result with runtest.CheckOutput (the resolved output
-// equals the oracle's, the idempotent and transactional sinks show no
-// duplicate or conflicting row, and the summary's counts are what resolving
-// and an independent reader count), and every crash was recovered from.
-func (o *result) check(t testing.TB, what string) {
-	t.Helper()
-	runtest.CheckOutput(t, what, o.outcome())
-	o.checkRecovered(t, what)
-}
+// check judges a result as judged says.
+func (o *result) check(t testing.TB, what string) { t.Helper(); o.judged().Judge(t, what) }
 
 // checkRecovered: every crash was recovered from.
 func (o *result) checkRecovered(t testing.TB, what string) {

@@ -55,3 +55,18 @@ func CheckOutput(t testing.TB, what string, o Outcome) {
 		t.Fatalf("%s: %d late rows, the oracle has %d", what, o.Summary.LateRows, o.Want.LateRows)
 	}
 }
+
+// ReadBack reads a finished run's output directory back with sink.Resolve
+// and, when want is set, returns the reference's answer for its
+// configuration (Oracle) beside it.
+func ReadBack(t testing.TB, env *run.Env, want bool) (*sink.Table, sink.Stats, *Want) {
+	t.Helper()
+	table, st, err := sink.Resolve(env.Config.Output, env.Job.Output)
+	if err != nil {
+		t.Fatalf("resolving output %s: %v", env.Config.Output, err)
+	}
+	if !want {
+		return table, st, nil
+	}
+	return table, st, Oracle(t, env.Config)
+}

@@ -57,10 +57,10 @@ type Result struct {
 	Check func(t testing.TB, what string)
 }
 
-// judge is the suite's verdict on every finished run: the output is the
+// Judge is the suite's verdict on every finished run: the output is the
 // reference's (CheckOutput), then the suite's other checks, then the
-// executor's own.
-func (r Result) judge(t testing.TB, what string, checks ...func(t testing.TB, what string, o Outcome)) {
+// executor's own (Check).
+func (r Result) Judge(t testing.TB, what string, checks ...func(t testing.TB, what string, o Outcome)) {
 	t.Helper()
 	CheckOutput(t, what, r.Outcome)
 	for _, c := range checks {
@@ -105,13 +105,13 @@ func resumedProcess(t *testing.T, s Subject) {
 	var progress bytes.Buffer
 	what := s.Executor.Name() + ": resumed process"
 	o := r.Resumed(t, storage, output, &progress, false)
-	o.judge(t, what)
+	o.Judge(t, what)
 	CheckResumedBill(t, what, o.Summary, s.Kind, true, r.Records)
 	CheckResumedEvent(t, what, progress.Bytes(), r.Event, s.Kind)
 
 	what = s.Executor.Name() + ": resumed process, empty storage"
 	o = r.Resumed(t, "file://"+s.Dir(t), filepath.Join(s.Dir(t), "out"), nil, true)
-	o.judge(t, what)
+	o.Judge(t, what)
 	CheckResumedBill(t, what, o.Summary, s.Kind, false, r.Records)
 }
 

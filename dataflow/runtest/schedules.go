@@ -113,7 +113,7 @@ func crashSchedules(t *testing.T, s Subject) {
 			if sch.Coalesce {
 				crashes = CheckCoalescedCrashes
 			}
-			d.Run(t).judge(t, what, crashes)
+			d.Run(t).Judge(t, what, crashes)
 		})
 	}
 }
