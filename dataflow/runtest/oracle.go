@@ -32,11 +32,11 @@ type Want struct {
 var oracleCache sync.Map // config key -> *Want
 
 // Oracle returns the reference's answer for the job, parameters and inputs
-// of cfg: Reference runs them, unpaced, into a fresh transactional Parquet
-// output (how rows are delivered does not change what resolves), with a
-// checked allocator that must end at zero. Many scenarios share a
-// configuration and differ only in crashes, so answers are cached for the
-// test binary.
+// of cfg: Reference runs them, unpaced, into a fresh transactional CSV
+// output on a RAM disk (how rows are delivered does not change what
+// resolves), with a checked allocator that must end at zero. Many
+// scenarios share a configuration and differ only in crashes, so answers
+// are cached for the test binary.
 func Oracle(t testing.TB, cfg run.Config) *Want {
 	t.Helper()
 	key := fmt.Sprintf("%s|%v|%v|%d", cfg.Job, cfg.Params, cfg.Inputs, cfg.Seed)
@@ -44,7 +44,7 @@ func Oracle(t testing.TB, cfg run.Config) *Want {
 		return r.(*Want)
 	}
 	ref := run.Config{Job: cfg.Job, Params: cfg.Params, Executor: Reference.Name(), Inputs: map[string]string{},
-		Output: filepath.Join(t.TempDir(), "out"), OutputFormat: sink.Parquet, SinkMode: sink.Transactional,
+		Output: filepath.Join(FastDir(t, "rewind-ref-", false), "out"), OutputFormat: sink.CSV, SinkMode: sink.Transactional,
 		Parallelism: 1, Seed: cfg.Seed}
 	for n, spec := range cfg.Inputs {
 		ref.Inputs[n] = unpaced(spec)
