@@ -12,15 +12,15 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/reference"
 )
 
 // Reference is the executor every run is judged against: one thread, no
 // failures, its output resolved as an executor's is. The suite reaches it
 // only through this run.Executor value.
-var Reference run.Executor = oracle.Executor{}
+var Reference run.Executor = reference.Executor{}
 
 // Want is the reference's answer for a run configuration.
 type Want struct {
