@@ -2,7 +2,6 @@ package diskphase
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
@@ -24,10 +22,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-var (
-	flagSchedules = flag.Int("dp.schedules", 200, "seeded random crash schedules in TestRandomCrashSchedules")
-	flagSeed      = flag.Int64("dp.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
-)
+var scheduleFlags = runtest.NewScheduleFlags("dp", 200)
 
 func TestMain(m *testing.M) { runtest.Main(m) }
 
@@ -74,7 +69,7 @@ type outcome struct {
 	summary *report.Summary
 	stats   sink.Stats
 	table   *sink.Table
-	want    *oracle.Result
+	want    *runtest.Want
 	env     *run.Env
 	x       *execution
 	trace   []traceEvent
@@ -172,14 +167,15 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if o.err != nil || sc.stopAfterCommits > 0 {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(out, env.Job.Output)
-	if err != nil {
-		t.Fatalf("resolving output: %v", err)
-	}
-	if !sc.noOracle {
-		o.want = runtest.Oracle(t, cfg)
-	}
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, !sc.noOracle)
 	return o
+}
+
+// result is the run as runtest judges it: runtest.CheckOutput, then
+// checkOutput.
+func (o *outcome) result() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkOutput}
 }
 
 // checkOutput: the resolved output equals the oracle's.
