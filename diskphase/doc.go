@@ -23,7 +23,8 @@
 // The coordinator's logic is a pure state machine (machine.go): events in,
 // actions out, no I/O, goroutines or clocks; restore() rebuilds it from
 // what storage holds. coordinator.go is the I/O loop around it, units.go
-// the work of one unit attempt, table.go the Parquet encoding. See
+// the work of one unit attempt, points.go the named crash points,
+// table.go the Parquet encoding. See
 // docs/diskphase.md for the storage layout, the crash points, the metrics
 // and the measured costs.
 package diskphase
