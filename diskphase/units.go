@@ -17,26 +17,6 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
-// Named crash points.
-const (
-	pointMidRead      = "unit.mid-read"
-	pointMidWrite     = "unit.mid-write"
-	pointBeforeLedger = "unit.after-write-before-ledger"
-	pointBeforeCommit = "job.before-commit"
-	pointMidCommit    = "job.mid-commit"
-	pointAfterCommit  = "job.after-commit"
-	pointAfterPlan    = "coordinator.after-plan"
-	pointBeforeRecord = "coordinator.before-ledger"
-	pointAfterRecord  = "coordinator.after-ledger"
-	pointPhase        = "coordinator.between-phases"
-)
-
-var failPoints = []string{
-	pointMidRead, pointMidWrite, pointBeforeLedger,
-	pointBeforeCommit, pointMidCommit, pointAfterCommit,
-	pointAfterPlan, pointBeforeRecord, pointAfterRecord, pointPhase,
-}
-
 // attempt is one attempt of one unit on one worker. Everything it builds
 // lives in its own memory and dies with it; only what it Puts to durable
 // storage and hands back to the coordinator survives.
@@ -51,6 +31,8 @@ type attempt struct {
 	midDone bool
 }
 
+// point passes the named unit crash point as the attempt's worker; a
+// crash ends the attempt like any other error it returns.
 func (a *attempt) point(name string) error {
 	return a.x.env.Faults.Point(name, a.worker)
 }

@@ -257,6 +257,8 @@ type stageEnv struct {
 	midRunDone []bool
 	// onCrash carries out a worker crash decided by the injector.
 	onCrash func(*fault.Crash)
+	// beforeSourceWait is testHooks.beforeSourceWait.
+	beforeSourceWait func(worker int, stop <-chan struct{})
 }
 
 // runStage runs stage si on worker w for one batch.
@@ -270,6 +272,9 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 	})
 	switch st.Kind {
 	case job.SourceStage:
+		if h := se.beforeSourceWait; h != nil {
+			h(w.id, w.stop)
+		}
 		for _, r := range w.readers {
 			if r.part.input != st.Input {
 				continue

@@ -162,12 +162,11 @@ func (t *task) fail(err error) {
 	}
 }
 
-func (t *task) point(name string) bool {
-	if err := t.inc.env.Faults.Point(name, t.sub); err != nil {
-		t.fail(err)
-		return false
-	}
-	return true
+// point passes the named crash point as the task's worker. Like any step
+// of the task, it returns its failure (a *fault.Crash when a fault fires)
+// and the caller hands it to fail, which carries it out.
+func (t *task) point(name string) error {
+	return t.inc.env.Faults.Point(name, t.sub)
 }
 
 func (t *task) ok() bool { return t.err == nil && !t.dead && t.ctx.Err() == nil }
@@ -382,7 +381,7 @@ func (t *task) exec(actions []barrier.Action) {
 		case barrier.BlockChannel:
 			if t.ck != nil && !t.ck.blocked {
 				t.ck.blocked = true
-				t.point(PointDuringAlignment)
+				t.fail(t.point(PointDuringAlignment))
 			}
 		case barrier.Buffered:
 			// Never happens: the loop does not read blocked channels.
