@@ -9,7 +9,9 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,46 +33,80 @@ import (
 // Contestant is one executor configuration under test.
 type Contestant struct {
 	Executor string
-	// Barriers is aligned or unaligned for recordwise, empty otherwise.
-	Barriers string
+	// Variant is one of the executor's run.Traits.Variants (recordwise's
+	// barrier mode), empty for an executor without variants.
+	Variant string
 }
 
 // Name is how the contestant is written on the command line and in tables:
 // "microbatch", "recordwise/unaligned".
 func (c Contestant) Name() string {
-	if c.Barriers == "" {
+	if c.Variant == "" {
 		return c.Executor
 	}
-	return c.Executor + "/" + c.Barriers
+	return c.Executor + "/" + c.Variant
 }
 
-// DefaultContestants is every executor, recordwise once per barrier mode.
-const DefaultContestants = "microbatch,diskphase,recordwise/aligned,recordwise/unaligned"
+// DefaultContestants is every executor of execs but the reference, once
+// per variant: "microbatch,diskphase,recordwise/aligned,recordwise/unaligned".
+func DefaultContestants(execs []run.Executor) string {
+	var out []string
+	for _, e := range execs {
+		tr := e.Traits()
+		switch {
+		case tr.Reference:
+		case len(tr.Variants.Values) == 0:
+			out = append(out, e.Name())
+		default:
+			for _, v := range tr.Variants.Values {
+				out = append(out, Contestant{e.Name(), v}.Name())
+			}
+		}
+	}
+	return strings.Join(out, ",")
+}
 
-// ParseContestants reads a comma-separated list such as DefaultContestants.
-// "recordwise" alone means aligned barriers. known lists the executors that
-// exist.
-func ParseContestants(list string, known []string) ([]Contestant, error) {
+// ParseContestants reads a comma-separated list such as
+// DefaultContestants. An executor with variants named alone means its
+// default variant (aligned barriers). execs are the executors that exist.
+func ParseContestants(list string, execs []run.Executor) ([]Contestant, error) {
+	byName := map[string]run.Executor{}
+	var known, variants, varied []string
+	for _, e := range execs {
+		byName[e.Name()] = e
+		known = append(known, e.Name())
+	}
+	slices.Sort(known)
+	for _, name := range known {
+		if vs := byName[name].Traits().Variants.Values; len(vs) > 0 {
+			varied = append(varied, name)
+			for _, v := range vs {
+				variants = append(variants, name+"/"+v)
+			}
+		}
+	}
 	var out []Contestant
 	seen := map[string]bool{}
 	for _, part := range strings.Split(list, ",") {
 		part = strings.TrimSpace(part)
-		exec, barriers, _ := strings.Cut(part, "/")
-		if exec == "reference" {
-			return nil, fmt.Errorf("invalid --executors %q: the reference executor is what every contestant is checked against, not a contestant", list)
+		name, variant, _ := strings.Cut(part, "/")
+		exec, ok := byName[name]
+		if ok && exec.Traits().Reference {
+			return nil, fmt.Errorf("invalid --executors %q: the %s executor is what every contestant is checked against, not a contestant", list, name)
 		}
-		if !slices.Contains(known, exec) {
-			return nil, fmt.Errorf("invalid --executors %q: unknown executor %q (allowed: %s, recordwise/aligned, recordwise/unaligned)", list, exec, strings.Join(known, ", "))
+		if !ok {
+			return nil, fmt.Errorf("invalid --executors %q: unknown executor %q (allowed: %s)", list, name, strings.Join(append(known, variants...), ", "))
 		}
+		vs := exec.Traits().Variants
 		switch {
-		case exec == "recordwise" && barriers == "":
-			barriers = "aligned"
-		case exec == "recordwise" && barriers != "aligned" && barriers != "unaligned":
-			return nil, fmt.Errorf("invalid --executors %q: recordwise barriers are aligned or unaligned, not %q", list, barriers)
-		case exec != "recordwise" && barriers != "":
-			return nil, fmt.Errorf("invalid --executors %q: only recordwise takes a barrier mode (%q)", list, part)
+		case len(vs.Values) > 0 && variant == "":
+			variant = vs.Values[0]
+		case len(vs.Values) > 0 && !slices.Contains(vs.Values, variant):
+			return nil, fmt.Errorf("invalid --executors %q: %s %s are %s, not %q", list, name, vs.Flag, strings.Join(vs.Values, " or "), variant)
+		case len(vs.Values) == 0 && variant != "":
+			return nil, fmt.Errorf("invalid --executors %q: only %s takes a %s (%q)", list, strings.Join(varied, " and "), variantKind(execs), part)
 		}
-		c := Contestant{Executor: exec, Barriers: barriers}
+		c := Contestant{Executor: name, Variant: variant}
 		if seen[c.Name()] {
 			return nil, fmt.Errorf("invalid --executors %q: %s is listed twice", list, c.Name())
 		}
@@ -78,6 +114,22 @@ func ParseContestants(list string, known []string) ([]Contestant, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// variantKind is what the variants of execs are called ("barrier mode"),
+// or "variant" when they are of several kinds.
+func variantKind(execs []run.Executor) string {
+	kind := ""
+	for _, e := range execs {
+		switch k := e.Traits().Variants.Kind; {
+		case k == "" || k == kind:
+		case kind == "":
+			kind = k
+		default:
+			return "variant"
+		}
+	}
+	return cmp.Or(kind, "variant")
 }
 
 // Faults says which crashes the crash run of every contestant gets.
@@ -92,9 +144,13 @@ type Faults struct {
 
 // Plan is one benchmark.
 type Plan struct {
-	// Config is the job every contestant runs; Executor, Barriers, Output,
+	// Config is the job every contestant runs; Executor, Options, Output,
 	// Storage and Fails are set per run.
-	Config      run.Config
+	Config run.Config
+	// Options are each executor's options (by name) the contestants start
+	// from, their variant set per contestant; an executor without them
+	// starts from its run.Traits.NoOptions.
+	Options     map[string]run.Options
 	Contestants []Contestant
 	Faults      Faults
 	// Storage is the base location for durable shared storage; every run
@@ -185,9 +241,13 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 		}
 	}
 
+	refExec, err := p.reference()
+	if err != nil {
+		return nil, err
+	}
 	say("bench: reference run of %s", p.Config.Job)
 	refCfg := p.Config
-	refCfg.Executor, refCfg.Output = "reference", filepath.Join(p.Scratch, "reference")
+	refCfg.Executor, refCfg.Options, refCfg.Output = refExec.Name(), nil, filepath.Join(p.Scratch, refExec.Name())
 	ref, want, err := p.runOnce(ctx, refCfg, false)
 	if err != nil {
 		return nil, fmt.Errorf("reference run: %w", err)
@@ -217,7 +277,7 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 			step++
 			say("bench: [%d/%d] %s %s", step, total, c.Name(), r.kind)
 			cfg := p.Config
-			cfg.Executor, cfg.Barriers, cfg.Fails = c.Executor, c.Barriers, r.fails
+			cfg.Executor, cfg.Options, cfg.Fails = c.Executor, p.optionsOf(c), r.fails
 			name := strings.ReplaceAll(c.Name(), "/", "-") + "-" + strings.ReplaceAll(r.kind, " ", "-")
 			cfg.Output = filepath.Join(p.Scratch, name, "out")
 			cfg.Storage = p.storageFor(name)
@@ -243,6 +303,29 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 		rep.Results = append(rep.Results, res)
 	}
 	return rep, nil
+}
+
+// reference is the executor of p.Executors every contestant is checked
+// against.
+func (p Plan) reference() (run.Executor, error) {
+	for _, e := range p.Executors {
+		if e.Traits().Reference {
+			return e, nil
+		}
+	}
+	return nil, errors.New("no reference executor to check the contestants against")
+}
+
+// optionsOf are the options contestant c runs with.
+func (p Plan) optionsOf(c Contestant) run.Options {
+	opts := p.Options[c.Executor]
+	if opts == nil {
+		opts = p.Executors[c.Executor].Traits().NoOptions
+	}
+	if opts == nil || c.Variant == "" {
+		return opts
+	}
+	return opts.WithVariant(c.Variant)
 }
 
 func (p Plan) storageFor(name string) string {

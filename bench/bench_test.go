@@ -17,18 +17,24 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/diskphase"
 	"github.com/rewind-engine/rewind/microbatch"
 	"github.com/rewind-engine/rewind/recordwise"
+	"github.com/rewind-engine/rewind/reference"
 )
 
-var known = []string{"diskphase", "microbatch", "recordwise", "reference"}
+var known = []run.Executor{reference.Executor{}, microbatch.Executor{}, diskphase.Executor{}, recordwise.Executor{}}
+
+// defaults are the default contestants of known.
+var defaults = DefaultContestants(known)
 
 func TestParseContestants(t *testing.T) {
-	got, err := ParseContestants(DefaultContestants, known)
+	if defaults != "microbatch,diskphase,recordwise/aligned,recordwise/unaligned" {
+		t.Fatalf("default contestants %q", defaults)
+	}
+	got, err := ParseContestants(defaults, known)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +42,10 @@ func TestParseContestants(t *testing.T) {
 	for _, c := range got {
 		names = append(names, c.Name())
 	}
-	if strings.Join(names, ",") != DefaultContestants {
+	if strings.Join(names, ",") != defaults {
 		t.Fatalf("default contestants parsed as %v", names)
 	}
-	if c, err := ParseContestants("recordwise", known); err != nil || c[0].Barriers != "aligned" {
+	if c, err := ParseContestants("recordwise", known); err != nil || c[0].Variant != "aligned" {
 		t.Fatalf("bare recordwise: %v, %v; want aligned barriers", c, err)
 	}
 	for list, want := range map[string]string{
@@ -84,10 +90,11 @@ func TestBillSumsRecoveriesAndKeepsNulls(t *testing.T) {
 }
 
 func executors() map[string]run.Executor {
-	return map[string]run.Executor{
-		"reference": oracle.Executor{}, "microbatch": microbatch.Executor{},
-		"diskphase": diskphase.Executor{}, "recordwise": recordwise.Executor{},
+	m := map[string]run.Executor{}
+	for _, e := range known {
+		m[e.Name()] = e
 	}
+	return m
 }
 
 func plan(t *testing.T, alloc memory.Allocator, contestants string) Plan {
@@ -99,10 +106,13 @@ func plan(t *testing.T, alloc memory.Allocator, contestants string) Plan {
 	return Plan{
 		Config: run.Config{Job: "keyed-count", Params: job.DefaultParams,
 			Inputs:       map[string]string{job.DefaultInput: "gen:records=20000,keys=100,seed=7"},
-			OutputFormat: sink.Parquet, SinkMode: sink.Idempotent, Parallelism: 2,
-			Trigger: 5 * time.Millisecond, CheckpointInterval: 5 * time.Millisecond, BufferTimeout: time.Millisecond,
-			CheckpointTimeout: time.Minute, RetainedBatches: 3, RetainedCheckpoints: 2, JobRecords: 5000,
-			LostPieceRecovery: "lineage", Seed: 1},
+			OutputFormat: sink.Parquet, SinkMode: sink.Idempotent, Parallelism: 2, Seed: 1},
+		Options: map[string]run.Options{
+			"microbatch": microbatch.Options{Trigger: 5 * time.Millisecond, RetainedBatches: 3, LostPieceRecovery: "lineage"},
+			"diskphase":  diskphase.Options{JobRecords: 5000, LostPieceRecovery: "lineage"},
+			"recordwise": recordwise.Options{CheckpointInterval: 5 * time.Millisecond, BufferTimeout: time.Millisecond,
+				CheckpointTimeout: time.Minute, RetainedCheckpoints: 2},
+		},
 		Contestants: cs, Scratch: t.TempDir(), Executors: executors(), Alloc: alloc,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -113,7 +123,7 @@ func plan(t *testing.T, alloc memory.Allocator, contestants string) Plan {
 // output correct, every crash run with a recovery, nothing leaked.
 func TestRunComparesEveryContestantWithTheReference(t *testing.T) {
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	p := plan(t, alloc, DefaultContestants)
+	p := plan(t, alloc, defaults)
 	var progress bytes.Buffer
 	p.Progress = &progress
 	rep, err := Run(context.Background(), p)

@@ -190,6 +190,8 @@ func (c *coordinator) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rebuilding the plan from %s: %w", x.names.root, err)
 	}
+	// The loop's first event: the restored machine says what to do next.
+	c.queue = append(c.queue[:0], evStarted{})
 	last := int64(-1)
 	for j := range d.commits {
 		last = max(last, int64(j))
@@ -256,26 +258,21 @@ func (c *coordinator) loop(ctx context.Context) error {
 	}
 }
 
-// drain carries out the machine's actions and feeds back the events they
-// produce until the machine has nothing more to say.
+// drain feeds the queued events to the machine one at a time and carries
+// out the actions of each, which may queue more events, until the queue is
+// empty. exec never steps the machine, so the actions (its buffer) stay
+// valid while they are carried out.
 func (c *coordinator) drain(ctx context.Context) error {
-	for {
-		acts := c.m.take()
-		if len(acts) == 0 {
-			if len(c.queue) == 0 {
-				return nil
-			}
-			ev := c.queue[0]
-			c.queue = c.queue[1:]
-			c.m.step(ev)
-			continue
-		}
-		for _, a := range acts {
+	for len(c.queue) > 0 {
+		ev := c.queue[0]
+		c.queue = c.queue[1:]
+		for _, a := range c.m.Step(ev) {
 			if err := c.exec(ctx, a); err != nil {
 				return err
 			}
 		}
 	}
+	return nil
 }
 
 func (c *coordinator) point(name string) error { return c.x.env.Faults.Point(name, -1) }
@@ -407,7 +404,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String()})
 		if r == nil {
 			x.met.settle(rec)
-			c.m.step(evWorkerLost{Worker: w})
+			c.queue = append(c.queue, evWorkerLost{Worker: w})
 			return nil
 		}
 		c.killed(r, msg.crash, rec)
@@ -424,7 +421,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		var bad *fileBadError
 		switch {
 		case msg.err == nil:
-			c.m.step(evAttemptSucceeded{Unit: r.unit, Attempt: r.num, Map: msg.m, Reduce: msg.r})
+			c.queue = append(c.queue, evAttemptSucceeded{Unit: r.unit, Attempt: r.num, Map: msg.m, Reduce: msg.r})
 		case isCrash:
 			rec := x.met.newRecovery(fmt.Sprintf("worker %d crashed at %s while running %s", r.worker, crash.Spec, r.unit), msg.at, false)
 			x.met.mu.Lock()
@@ -445,11 +442,11 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			if err != nil {
 				return err
 			}
-			c.m.step(evFileBad{Unit: r.unit, Attempt: r.num, Producer: producer, File: bad.file})
+			c.queue = append(c.queue, evFileBad{Unit: r.unit, Attempt: r.num, Producer: producer, File: bad.file})
 		case ctx.Err() != nil:
 			return ctx.Err()
 		default:
-			c.m.step(evAttemptFailed{Unit: r.unit, Attempt: r.num, Err: msg.err})
+			c.queue = append(c.queue, evAttemptFailed{Unit: r.unit, Attempt: r.num, Err: msg.err})
 		}
 	default:
 		return fmt.Errorf("unknown message %T", msg)
@@ -496,7 +493,7 @@ func (c *coordinator) killed(r *attemptRun, crash *fault.Crash, rec *recoveryRec
 	r.cancel(crash)
 	c.x.met.interrupted(rec, r.unit, true)
 	c.x.tracef(traceEvent{Kind: "interrupted", Unit: r.unit, Attempt: r.num, Worker: r.worker})
-	c.m.step(evAttemptCrashed{Unit: r.unit, Attempt: r.num, Worker: r.worker})
+	c.queue = append(c.queue, evAttemptCrashed{Unit: r.unit, Attempt: r.num, Worker: r.worker})
 }
 
 // shutdown ends the incarnation: every attempt it started is cancelled and

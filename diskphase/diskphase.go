@@ -37,6 +37,13 @@ const DefaultReadBatchRows = 16 * 1024
 // Name implements run.Executor.
 func (Executor) Name() string { return "diskphase" }
 
+// Traits implements run.Executor: the first recovery point is durable
+// once the first finite job commits.
+func (Executor) Traits() run.Traits {
+	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery"},
+		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}}
+}
+
 // FailPoints implements run.Executor.
 func (Executor) FailPoints() []string { return append([]string(nil), failPoints...) }
 
@@ -79,6 +86,7 @@ func (x *execution) summary() *run.Summary {
 // prepare validates the configuration and builds the execution.
 func (e Executor) prepare(env *run.Env) (*execution, error) {
 	cfg := env.Config
+	opts, _ := cfg.Options.(Options)
 	if env.Store == nil {
 		return nil, errors.New("no durable storage (--storage): disk-phase materialises every phase there")
 	}
@@ -124,18 +132,18 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		ports[i] = topo.inputs[s.input].port
 	}
 	switch {
-	case cfg.JobRecords > 0 && cfg.JobInterval > 0:
+	case opts.JobRecords > 0 && opts.JobInterval > 0:
 		return nil, errors.New("set one of --job-records and --job-interval, not both")
-	case cfg.JobRecords > 0:
+	case opts.JobRecords > 0:
 		plan.Mode = modeRecords
 		n := int64(len(splits))
-		plan.PerSplit = (cfg.JobRecords + n - 1) / n
-	case cfg.JobInterval > 0:
-		if cfg.JobInterval < time.Millisecond {
-			return nil, fmt.Errorf("--job-interval %s: at least 1ms", cfg.JobInterval)
+		plan.PerSplit = (opts.JobRecords + n - 1) / n
+	case opts.JobInterval > 0:
+		if opts.JobInterval < time.Millisecond {
+			return nil, fmt.Errorf("--job-interval %s: at least 1ms", opts.JobInterval)
 		}
 		plan.Mode = modeInterval
-		plan.IntervalMs = cfg.JobInterval.Milliseconds()
+		plan.IntervalMs = opts.JobInterval.Milliseconds()
 	default:
 		plan.Mode = modeWhole
 		for name, src := range env.Sources {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,60 +142,6 @@ func TestWorkerKillsRerunOnlyTheirUnit(t *testing.T) {
 				})
 			}
 		}
-	}
-}
-
-// TestRandomCrashSchedules runs seeded random schedules of worker kills and
-// named-point crashes (coordinator ones included) over every job and sink.
-func TestRandomCrashSchedules(t *testing.T) {
-	n := *flagSchedules
-	for i := 1; i <= n; i++ {
-		seed := int64(i)
-		if *flagSeed != 0 && seed != *flagSeed {
-			continue
-		}
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			randomSchedule(t, seed)
-		})
-	}
-}
-
-// randomSchedule runs the schedule of one seed: a job, a sink, a
-// parallelism, an input size, a finite-job size and one to three faults
-// drawn from worker kills and every named point (coordinator ones
-// included).
-func randomSchedule(t *testing.T, seed int64) {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	name := job.Names()[rng.IntN(len(job.Names()))]
-	mode := modes[rng.IntN(len(modes))]
-	par := 1 + rng.IntN(3)
-	records := 2000 + rng.IntN(2000)
-	var jobRecords int64
-	if k := rng.IntN(4); k > 0 {
-		jobRecords = int64(records / k)
-	}
-	var fails []fault.Spec
-	for range 1 + rng.IntN(3) {
-		if rng.IntN(2) == 0 {
-			fails = append(fails, fault.Spec{Worker: rng.IntN(par), AfterRecords: 1 + rng.Int64N(int64(records))})
-		} else {
-			fails = append(fails, fault.Spec{Point: failPoints[rng.IntN(len(failPoints))], Occurrence: 1 + rng.IntN(4)})
-		}
-	}
-	what := fmt.Sprintf("seed=%d job=%s mode=%s parallelism=%d records=%d job-records=%d fails=%v (rerun with -dp.seed=%d)",
-		seed, name, mode, par, records, jobRecords, fails, seed)
-	sc := &scenario{job: name, inputs: smallInputs(name, records, seed), mode: mode, parallelism: par,
-		jobRecords: jobRecords, fails: fails, readBatch: 128 + rng.IntN(512)}
-	o := sc.execute(t)
-	o.checkOutput(t, what)
-	o.checkReruns(t, what)
-	midCommit := false
-	for _, f := range o.env.Faults.Fired {
-		midCommit = midCommit || f.Point == pointMidCommit
-	}
-	if !(mode == sink.Append && midCommit) {
-		o.checkNoDuplicates(t, what)
 	}
 }
 
@@ -533,7 +478,7 @@ func TestEndlessInputStopsOnCancel(t *testing.T) {
 	defer cancel()
 	cfg := run.Config{Job: "keyed-count", Params: job.DefaultParams, Inputs: map[string]string{job.DefaultInput: "gen:records=0,rate=20000"},
 		Output: filepath.Join(fastDir(t), "out"), OutputFormat: sink.Parquet, SinkMode: sink.Transactional,
-		Storage: "file://" + fastDir(t), Parallelism: 2, JobRecords: 400,
+		Storage: "file://" + fastDir(t), Parallelism: 2, Options: Options{JobRecords: 400},
 		Progress: &runtest.EventStop{Match: []string{`"event":"job_committed"`}, N: 2, Stop: cancel}}
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	env, err := run.Prepare(ctx, cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)

@@ -2,7 +2,6 @@ package diskphase
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -16,17 +15,13 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-var (
-	flagSchedules = flag.Int("dp.schedules", 200, "seeded random crash schedules in TestRandomCrashSchedules")
-	flagSeed      = flag.Int64("dp.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
-)
+var scheduleFlags = runtest.NewScheduleFlags("dp", 200)
 
 func TestMain(m *testing.M) { runtest.Main(m) }
 
@@ -73,7 +68,7 @@ type outcome struct {
 	summary *run.Summary
 	stats   sink.Stats
 	table   *sink.Table
-	want    *oracle.Result
+	want    *runtest.Want
 	env     *run.Env
 	x       *execution
 	trace   []traceEvent
@@ -110,7 +105,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	}
 	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+		Options: Options{JobRecords: sc.jobRecords, JobInterval: sc.jobInterval}, Fails: sc.fails, Seed: 1, Progress: sc.progress,
 		Resumed: sc.resumed}
 	runCtx := ctx
 	if sc.stopAfterCommits > 0 {
@@ -171,14 +166,15 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if o.err != nil || sc.stopAfterCommits > 0 {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(out, env.Job.Output)
-	if err != nil {
-		t.Fatalf("resolving output: %v", err)
-	}
-	if !sc.noOracle {
-		o.want = runtest.Oracle(t, cfg)
-	}
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, !sc.noOracle)
 	return o
+}
+
+// result is the run as runtest judges it: runtest.CheckOutput, then
+// checkOutput.
+func (o *outcome) result() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkOutput}
 }
 
 // checkOutput: the resolved output equals the oracle's.

@@ -34,6 +34,8 @@ type world struct {
 	files   map[string][]span // what each existing file holds
 	flights []*flight
 	queue   []event
+	// acts are the machine's actions not yet carried out.
+	acts []action
 
 	// mayRerun: recorded units one of whose files is gone, so a re-run is
 	// legitimate.
@@ -80,14 +82,19 @@ func (w *world) restart() {
 		}
 		w.stats.restarts++
 	}
-	w.flights, w.queue = nil, nil
+	w.flights, w.queue, w.acts = nil, nil, nil
 	m, err := restore(w.cfg, w.inc, w.durable)
 	if err != nil {
 		w.fatalf("restore: %v", err)
 	}
 	w.inc++
 	w.m = m
+	w.feed(evStarted{})
 }
+
+// feed steps the machine and queues its actions (copied: the machine
+// reuses its buffer).
+func (w *world) feed(ev event) { w.acts = append(w.acts, w.m.Step(ev)...) }
 
 func (w *world) recorded(u UnitID) bool {
 	if u.Kind == kindMap {
@@ -101,29 +108,28 @@ func (w *world) recorded(u UnitID) bool {
 // action's durable effect.
 func (w *world) drain(pCrash float64) {
 	for {
-		acts := w.m.take()
-		if len(acts) == 0 {
+		if len(w.acts) == 0 {
 			if len(w.queue) == 0 {
 				return
 			}
 			ev := w.queue[0]
 			w.queue = w.queue[1:]
-			w.m.step(ev)
+			w.feed(ev)
 			continue
 		}
-		for _, a := range acts {
-			if w.rng.Float64() < pCrash/2 {
-				w.restart()
-				return
-			}
-			w.exec(a)
-			if w.m.finished {
-				return
-			}
-			if w.rng.Float64() < pCrash/2 {
-				w.restart()
-				return
-			}
+		a := w.acts[0]
+		w.acts = w.acts[1:]
+		if w.rng.Float64() < pCrash/2 {
+			w.restart()
+			return
+		}
+		w.exec(a)
+		if w.m.finished {
+			return
+		}
+		if w.rng.Float64() < pCrash/2 {
+			w.restart()
+			return
 		}
 	}
 }
@@ -315,7 +321,7 @@ func (w *world) run(pCrashUnit, pLose, pRestart float64, maxLoss int) {
 			return
 		}
 		if len(w.flights) == 0 {
-			if len(w.queue) == 0 && len(w.m.out) == 0 {
+			if len(w.queue) == 0 && len(w.acts) == 0 {
 				w.fatalf("nothing in flight and nothing to do: the machine is stuck")
 			}
 			continue
@@ -328,7 +334,7 @@ func (w *world) run(pCrashUnit, pLose, pRestart float64, maxLoss int) {
 			w.flights = slices.Delete(w.flights, i, i+1)
 			w.interrupted[f.act.Unit]++
 			w.stats.crashes++
-			w.m.step(evAttemptCrashed{Unit: f.act.Unit, Attempt: f.act.Attempt, Worker: f.act.Worker})
+			w.feed(evAttemptCrashed{Unit: f.act.Unit, Attempt: f.act.Attempt, Worker: f.act.Worker})
 		case r < pCrashUnit+pLose && w.stats.losses < maxLoss:
 			// Lose a file some ledger entry names.
 			var names []string
@@ -440,26 +446,22 @@ func TestMachineCrashRerunsOnOtherWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := m.take()
+	acts := m.Step(evStarted{})
 	plan := acts[0].(actPersistPlan)
-	m.step(evPlanPersisted{Job: plan.Plan.Job})
-	runs := runsOf(m.take())
+	runs := runsOf(m.Step(evPlanPersisted{Job: plan.Plan.Job}))
 	if len(runs) != 2 {
 		t.Fatalf("want both map units dispatched, got %v", runs)
 	}
 	dead := runs[0]
-	m.step(evAttemptCrashed{Unit: dead.Unit, Attempt: dead.Attempt, Worker: dead.Worker})
-	acts = m.take()
+	acts = m.Step(evAttemptCrashed{Unit: dead.Unit, Attempt: dead.Attempt, Worker: dead.Worker})
 	if len(runsOf(acts)) != 0 {
 		t.Fatalf("the unit was re-dispatched at once to %v; the other worker is busy", runsOf(acts))
 	}
-	m.step(evWorkerUp{Worker: dead.Worker})
-	if r := runsOf(m.take()); len(r) != 0 {
+	if r := runsOf(m.Step(evWorkerUp{Worker: dead.Worker})); len(r) != 0 {
 		t.Fatalf("the unit went to the dead worker's replacement: %v", r)
 	}
 	other := runs[1]
-	m.step(evAttemptSucceeded{Unit: other.Unit, Attempt: other.Attempt, Map: &MapEntry{End: 5, EOF: true, Files: make([]FileRef, 2)}})
-	r := runsOf(m.take())
+	r := runsOf(m.Step(evAttemptSucceeded{Unit: other.Unit, Attempt: other.Attempt, Map: &MapEntry{End: 5, EOF: true, Files: make([]FileRef, 2)}}))
 	if len(r) != 1 || r[0].Unit != dead.Unit || r[0].Worker != other.Worker || r[0].Attempt == dead.Attempt {
 		t.Fatalf("re-run %v, want %s on worker %d with a new attempt", r, dead.Unit, other.Worker)
 	}
@@ -488,7 +490,7 @@ func TestMachineRestoreKeepsRecordedUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []UnitID
-	for _, r := range runsOf(m.take()) {
+	for _, r := range runsOf(m.Step(evStarted{})) {
 		got = append(got, r.Unit)
 		if r.Attempt < attemptStride {
 			t.Fatalf("attempt %d of incarnation 1 could collide with incarnation 0", r.Attempt)
@@ -505,9 +507,9 @@ func TestMachineRestoreKeepsRecordedUnits(t *testing.T) {
 func TestMachineLostFileRerunsItsProducer(t *testing.T) {
 	cfg := baseConfig(2, 1, modeWhole, 0)
 	m, _ := restore(cfg, 0, emptyDurable())
-	m.step(evPlanPersisted{Job: 0})
+	m.Step(evStarted{})
 	var red actRun
-	for pending := m.take(); len(pending) > 0 && red.Reduce == nil; {
+	for pending := slices.Clone(m.Step(evPlanPersisted{Job: 0})); len(pending) > 0 && red.Reduce == nil; {
 		a := pending[0]
 		pending = pending[1:]
 		switch a := a.(type) {
@@ -516,15 +518,13 @@ func TestMachineLostFileRerunsItsProducer(t *testing.T) {
 				red = a
 				break
 			}
-			m.step(evAttemptSucceeded{Unit: a.Unit, Attempt: a.Attempt, Map: &MapEntry{End: 3, Records: 3, MaxTS: 2, EOF: true,
-				Files: []FileRef{{Name: fmt.Sprintf("f%d", a.Unit.Index), Rows: 3}}}})
+			pending = append(pending, m.Step(evAttemptSucceeded{Unit: a.Unit, Attempt: a.Attempt, Map: &MapEntry{End: 3, Records: 3, MaxTS: 2, EOF: true,
+				Files: []FileRef{{Name: fmt.Sprintf("f%d", a.Unit.Index), Rows: 3}}}})...)
 		case actRecord:
-			m.step(evLedgerRecorded{Unit: a.Unit, Attempt: a.Attempt})
+			pending = append(pending, m.Step(evLedgerRecorded{Unit: a.Unit, Attempt: a.Attempt})...)
 		}
-		pending = append(pending, m.take()...)
 	}
-	m.step(evFileBad{Unit: red.Unit, Attempt: red.Attempt, Producer: UnitID{0, kindMap, 1}, File: "f1"})
-	r := runsOf(m.take())
+	r := runsOf(m.Step(evFileBad{Unit: red.Unit, Attempt: red.Attempt, Producer: UnitID{0, kindMap, 1}, File: "f1"}))
 	if len(r) != 1 || r[0].Unit != (UnitID{0, kindMap, 1}) || r[0].Map.Start != 0 || r[0].Map.End != 3 || !r[0].Map.KnownEOF {
 		t.Fatalf("after the loss: %v, want map unit 1 re-reading exactly [0,3)", r)
 	}

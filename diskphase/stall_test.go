@@ -19,7 +19,7 @@ import (
 func TestStorageFrozenDuringUnitWrite(t *testing.T) {
 	cfg := run.Config{Job: "keyed-count", Params: job.DefaultParams, Executor: "diskphase",
 		Inputs: smallInputs("keyed-count", 3000, 1), OutputFormat: sink.Parquet, SinkMode: sink.Idempotent,
-		Parallelism: 2, JobRecords: 1000, Seed: 1}
+		Parallelism: 2, Options: Options{JobRecords: 1000}, Seed: 1}
 	runtest.CheckStorageStall(t, Executor{}, cfg, nil, func(op, name string) bool {
 		return op == "put" && strings.Contains(name, "/map/") && strings.HasSuffix(name, ".parquet")
 	})

@@ -23,6 +23,26 @@
 //     and reports Metrics (pieces lost, pieces rebuilt, records re-read,
 //     wall time).
 //
+// # Calling convention
+//
+// The other protocol cores of the repository (recordwise/barrier,
+// recordwise/checkpoint, the microbatch and diskphase machines) are state
+// machines driven through Step(Input) []Action. Plan is not one, and keeps
+// its signature: it holds no state between calls and has no sequence of
+// events to react to, so there is nothing to step. A caller builds the
+// graph, calls Plan once per failure, logs the RebuildPlan (a plain value)
+// and executes it:
+//
+//	plan, err := lineage.Plan(g, dead, needed, alive)
+//	if err != nil {
+//		// refused: a non-deterministic step, or no survivor; fall back
+//		// to a coarser recovery
+//	}
+//	res, err := lineage.Rebuild(ctx, plan, env)
+//
+// The scripts in testdata/ (run by TestPlanDataDriven) walk through
+// planning the rebuild of a lost piece.
+//
 // Executors: microbatch rebuilds a worker's lost pieces with Plan and
 // Rebuild when the worker dies while a batch runs (--lost-piece-recovery
 // lineage, the default; microbatch/lineage.go), and diskphase decides

@@ -121,7 +121,7 @@ func benchEmptyBatch(b *testing.B, name string, dir func() string, hooks testHoo
 			b.Fatal(err)
 		}
 		env := &run.Env{
-			Config: run.Config{Job: j.Name, Params: j.Params, Parallelism: 2, Trigger: time.Nanosecond, SinkMode: sink.Idempotent},
+			Config: run.Config{Job: j.Name, Params: j.Params, Parallelism: 2, Options: Options{Trigger: time.Nanosecond}, SinkMode: sink.Idempotent},
 			Job:    j, Sources: map[string]source.Source{job.DefaultInput: idleSource{}}, Sink: snk, Store: st,
 			Alloc: memory.DefaultAllocator, Faults: fault.NewInjector(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}
@@ -174,7 +174,7 @@ func benchKeyedCount(b *testing.B, name string, dir func() string, records int, 
 			cfg := run.Config{Job: "keyed-count", Params: job.DefaultParams, Executor: "microbatch",
 				Inputs: map[string]string{job.DefaultInput: spec}, Output: filepath.Join(dir(), "out"),
 				OutputFormat: sink.Parquet, SinkMode: sink.Append, Storage: "file://" + dir(), Parallelism: 2,
-				Trigger: trigger, Seed: 1}
+				Options: Options{Trigger: trigger}, Seed: 1}
 			ctx := context.Background()
 			env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
 			if err != nil {

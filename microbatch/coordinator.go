@@ -146,11 +146,12 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		}
 		ev := queue[0]
 		queue = queue[1:]
-		acts, err := c.m.Step(ev)
-		if err != nil {
-			return err
-		}
-		for _, a := range acts {
+		// The actions are the machine's buffer: exec never steps it, so
+		// they stay valid through this loop.
+		for _, a := range c.m.Step(ev) {
+			if f, ok := a.(Fail); ok {
+				return f.Err
+			}
 			// A death preempts the remaining actions and events, except
 			// the rebuild that repairs it. The actions in flight end
 			// first, so the machine learns what they made durable.

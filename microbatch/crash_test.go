@@ -2,18 +2,18 @@ package microbatch
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
 // checkCrashRun adds the crash-specific judgement to outcome.check: every
-// armed fault fired, each is counted as a crash with a recovery, and every
-// re-delivered batch held the rows of its first delivery.
+// armed fault fired, each is counted as a crash with a recovery
+// (runtest.CheckCrashes), and checkRecoveries.
 func checkCrashRun(t *testing.T, what string, sc *scenario, o *outcome, mustFire bool) {
 	t.Helper()
 	o.check(t, what)
@@ -22,21 +22,8 @@ func checkCrashRun(t *testing.T, what string, sc *scenario, o *outcome, mustFire
 			t.Fatalf("%s: faults never fired: %v", what, p)
 		}
 	}
-	fired := len(o.faults.Fired)
-	if o.summary.Crashes != fired || len(o.summary.Recoveries) != fired {
-		t.Fatalf("%s: %d faults fired, summary reports %d crashes and %d recoveries", what, fired, o.summary.Crashes, len(o.summary.Recoveries))
-	}
-	for i, r := range o.summary.Recoveries {
-		if strings.Contains(r.Cause, "no recovery ran") {
-			continue
-		}
-		if r.DetectMs == nil || r.RestoreMs == nil || r.ReprocessedRecords == nil {
-			t.Fatalf("%s: recovery %d (%s) is incomplete: %+v", what, i, r.Cause, r)
-		}
-	}
-	if l := sc.ledger; l != nil && len(l.mismatch) > 0 {
-		t.Fatalf("%s: a re-delivered batch differs from its first delivery: %s", what, strings.Join(l.mismatch, "; "))
-	}
+	runtest.CheckCrashes(t, what, o.result().Outcome)
+	o.checkRecoveries(t, what, sc.ledger)
 }
 
 // occurrenceFor returns the occurrence of point that falls in batch b (0
@@ -81,62 +68,5 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				})
 			}
 		}
-	}
-}
-
-// TestRandomCrashSchedules runs seeded random schedules: several crashes
-// per run at random points and random workers (kills after a random number
-// of records read), random jobs, sink modes, parallelism and batch sizes.
-// -mb.schedules sets how many; -mb.seed reruns one. Every failure names its
-// seed.
-func TestRandomCrashSchedules(t *testing.T) {
-	n := *flagSchedules
-	if testing.Short() && n > 50 {
-		n = 50
-	}
-	seeds := make([]int64, 0, n)
-	if *flagSeed != 0 {
-		seeds = append(seeds, *flagSeed)
-	} else {
-		for i := range n {
-			seeds = append(seeds, int64(i+1))
-		}
-	}
-	jobs := job.Names()
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-			j := jobs[rng.IntN(len(jobs))]
-			mode := sink.Modes[rng.IntN(len(sink.Modes))]
-			par := 1 + rng.IntN(3)
-			records := 1500 + rng.IntN(2500)
-			maxBatch := int64(200 + rng.IntN(800))
-			if raceEnabled {
-				records /= 2 // fewer batches: the race detector multiplies each one's cost
-			}
-			var fails []fault.Spec
-			for k := rng.IntN(4) + 1; k > 0; k-- {
-				if rng.IntN(3) == 0 {
-					fails = append(fails, fault.Spec{Worker: rng.IntN(par), AfterRecords: 1 + int64(rng.IntN(2*records))})
-				} else {
-					fails = append(fails, fault.Spec{Worker: -1, Point: failPoints[rng.IntN(len(failPoints))], Occurrence: 1 + rng.IntN(8)})
-				}
-			}
-			// Event time may run backwards by up to `disorder` within a
-			// partition; the watermark allows for it, so no row is late.
-			disorder := []int64{0, 7, 40}[rng.IntN(3)]
-			inputs := defaultInputs(j, records, seed)
-			for k := range inputs {
-				inputs[k] += fmt.Sprintf(",disorder=%d", disorder)
-			}
-			params := job.Params{Window: 50, JoinWindow: 200, MaxDisorder: disorder}
-			sc := &scenario{job: j, inputs: inputs, mode: mode, parallelism: par, params: &params,
-				fails: fails, opts: Options{MaxBatchRecords: maxBatch}, ledger: newBatchLedger()}
-			what := fmt.Sprintf("seed %d (job %s, sink %s, parallelism %d, %d records, disorder %d, batches of %d, faults %v; rerun with -mb.seed=%d)",
-				seed, j, mode, par, records, disorder, maxBatch, fails, seed)
-			o := sc.execute(t)
-			checkCrashRun(t, what, sc, o, false)
-		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,15 +14,13 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
 var (
-	flagSchedules = flag.Int("mb.schedules", 200, "number of seeded random crash schedules in TestRandomCrashSchedules")
-	flagSeed      = flag.Int64("mb.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
+	scheduleFlags = runtest.NewScheduleFlags("mb", 200)
 	flagDisk      = flag.Bool("mb.disk", false, "put test storage and outputs on the default temp dir even when a RAM disk exists")
 )
 
@@ -63,7 +62,7 @@ type outcome struct {
 	summary *run.Summary
 	stats   sink.Stats
 	table   *sink.Table
-	want    *oracle.Result
+	want    *runtest.Want
 	env     *run.Env
 	faults  *fault.Injector
 	err     error
@@ -92,7 +91,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		Trigger: time.Millisecond, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }
 
@@ -126,23 +125,46 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if o.err != nil {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(cfg.Output, env.Job.Output)
-	if err != nil {
-		t.Fatalf("resolving output: %v", err)
-	}
-	o.want = runtest.Oracle(t, cfg)
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, true)
 	return o
 }
 
-// check judges an outcome with runtest.CheckOutput: the resolved output
-// equals the oracle's, the idempotent and transactional sinks show no
-// duplicate, and the summary's duplicate count is what an independent
-// reader counts. No visible row conflicts with another either: a replayed
-// batch reads the offsets it recorded, so it emits what it emitted before.
-func (o *outcome) check(t testing.TB, what string) {
+// result is the run as runtest judges it: runtest.CheckOutput (the
+// resolved output equals the reference's, the idempotent and transactional
+// sinks show no duplicate, and the summary's duplicate count is what an
+// independent reader counts), then checkConflicts.
+func (o *outcome) result() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkConflicts}
+}
+
+// check judges an outcome as result says.
+func (o *outcome) check(t testing.TB, what string) { t.Helper(); o.result().Judge(t, what) }
+
+// checkConflicts: no visible row conflicts with another, whatever the sink:
+// a replayed batch reads the offsets it recorded, so it emits what it
+// emitted before.
+func (o *outcome) checkConflicts(t testing.TB, what string) {
 	t.Helper()
-	runtest.CheckOutput(t, what, runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want})
 	if o.stats.ConflictingRows != 0 {
 		t.Fatalf("%s: %d visible rows share write key and _version with a different row", what, o.stats.ConflictingRows)
+	}
+}
+
+// checkRecoveries: every recovery that ran is billed in full, and every
+// batch re-delivered to the ledger (when there is one) held the rows of
+// its first delivery.
+func (o *outcome) checkRecoveries(t testing.TB, what string, l *batchLedger) {
+	t.Helper()
+	for i, r := range o.summary.Recoveries {
+		if strings.Contains(r.Cause, "no recovery ran") {
+			continue
+		}
+		if r.DetectMs == nil || r.RestoreMs == nil || r.ReprocessedRecords == nil {
+			t.Fatalf("%s: recovery %d (%s) is incomplete: %+v", what, i, r.Cause, r)
+		}
+	}
+	if l != nil && len(l.mismatch) > 0 {
+		t.Fatalf("%s: a re-delivered batch differs from its first delivery: %s", what, strings.Join(l.mismatch, "; "))
 	}
 }

@@ -90,7 +90,7 @@ func runLostPieceBench(b *testing.B, jobName, mode string, par, parts int, batch
 		Job: jobName, Params: job.DefaultParams, Executor: "microbatch", Output: filepath.Join(dir, "out"),
 		Inputs:       map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=1000,partitions=%d,seed=7", 4*batch, parts)},
 		OutputFormat: sink.Parquet, SinkMode: sink.Append, Storage: "file://" + filepath.Join(dir, "store"), Parallelism: par,
-		Trigger: 300 * time.Millisecond, Seed: 1, LostPieceRecovery: mode,
+		Options: Options{Trigger: 300 * time.Millisecond, LostPieceRecovery: mode}, Seed: 1,
 		Fails: []fault.Spec{{Worker: -1, Point: PointMidRun, Occurrence: occurrenceFor(PointMidRun, 2, par)}},
 	}
 	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)

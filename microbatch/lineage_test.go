@@ -232,7 +232,7 @@ func TestLineageRefusesNondeterministicStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	env := &run.Env{Config: run.Config{Parallelism: 2, LostPieceRecovery: RecoveryLineage, Trigger: 1}, Job: j,
+	env := &run.Env{Config: run.Config{Parallelism: 2, Options: Options{LostPieceRecovery: RecoveryLineage, Trigger: 1}}, Job: j,
 		Sources: map[string]source.Source{job.DefaultInput: openTestGen(t)}, Store: store, Alloc: memory.NewGoAllocator()}
 	if _, err := (Executor{}).Run(t.Context(), env); !errors.Is(err, lineage.ErrNondeterministic) {
 		t.Fatalf("Run = %v; want ErrNondeterministic", err)

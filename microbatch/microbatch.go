@@ -31,8 +31,9 @@ var (
 	DefaultReadBatchRows = 8192
 )
 
-// Options are the microbatch settings beyond run.Config. The zero value
-// uses the defaults above and the trigger and parallelism of the config.
+// Options are the microbatch settings. The CLI's flags arrive as
+// run.Config.Options; an Executor's own Options win over them field by
+// field. The zero value uses the defaults above.
 type Options struct {
 	// MaxBatchRecords caps the input records of one batch (0: default).
 	MaxBatchRecords int64
@@ -48,7 +49,7 @@ type Options struct {
 	// PrefetchRecords and ReadBatchRows tune the readers (0: default).
 	PrefetchRecords int64
 	ReadBatchRows   int
-	// Trigger overrides run.Config.Trigger when positive.
+	// Trigger is the time between batches (--trigger).
 	Trigger time.Duration
 	// IdleBatches runs a batch at every trigger even when there is no new
 	// input (to measure the fixed cost of a batch).
@@ -59,7 +60,7 @@ type Options struct {
 	// LostPieceRecovery says how a worker lost while a batch runs is
 	// repaired: RecoveryLineage (rebuild only its stateless pieces, see
 	// lineage.go) or RecoveryRerunBatch (roll back and re-run the batch).
-	// Empty: run.Config.LostPieceRecovery, then RecoveryLineage.
+	// Empty: RecoveryLineage.
 	LostPieceRecovery string
 
 	hooks testHooks
@@ -106,21 +107,22 @@ type options struct {
 }
 
 func (o Options) resolve(cfg run.Config) (*options, error) {
+	flags, _ := cfg.Options.(Options)
 	r := &options{
 		maxBatch: o.MaxBatchRecords, retained: o.RetainedBatches, fullEvery: o.FullSnapshotEvery,
 		prefetch: o.PrefetchRecords, readRows: o.ReadBatchRows, trigger: o.Trigger,
 		parallelism: cfg.Parallelism, idleBatches: o.IdleBatches, maxBatches: o.MaxBatches, hooks: o.hooks,
 	}
-	// Options set in code win; otherwise the CLI's flags (run.Config), then
-	// the package defaults.
+	// Options set in code win; otherwise the CLI's flags (cfg.Options),
+	// then the package defaults.
 	if r.maxBatch == 0 {
-		r.maxBatch = cfg.MaxBatchRecords
+		r.maxBatch = flags.MaxBatchRecords
 	}
 	if r.maxBatch == 0 {
 		r.maxBatch = DefaultMaxBatchRecords
 	}
 	if r.retained == 0 {
-		r.retained = cfg.RetainedBatches
+		r.retained = flags.RetainedBatches
 	}
 	if r.retained == 0 {
 		r.retained = DefaultRetainedBatches
@@ -135,10 +137,10 @@ func (o Options) resolve(cfg run.Config) (*options, error) {
 		r.readRows = DefaultReadBatchRows
 	}
 	if r.trigger <= 0 {
-		r.trigger = cfg.Trigger
+		r.trigger = flags.Trigger
 	}
 	var err error
-	if r.lineage, err = resolveRecovery(o.LostPieceRecovery, cfg.LostPieceRecovery); err != nil {
+	if r.lineage, err = resolveRecovery(o.LostPieceRecovery, flags.LostPieceRecovery); err != nil {
 		return nil, err
 	}
 	switch {
@@ -165,6 +167,25 @@ type Executor struct {
 
 // Name implements run.Executor.
 func (Executor) Name() string { return "microbatch" }
+
+// Traits implements run.Executor. No first durable point: the executor
+// reads ahead of its batches, so under load the whole input can be read
+// before batch 0 commits, and a crash that waited for the commit would
+// never fire; a crash before the first commit still restores from the
+// offsets logged before the batch ran.
+func (Executor) Traits() run.Traits {
+	return run.Traits{Flags: []string{"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery"},
+		NoOptions: Options{}}
+}
+
+// Variant implements run.Options: microbatch runs one way.
+func (Options) Variant() string { return "" }
+
+// WithVariant implements run.Options.
+func (o Options) WithVariant(string) run.Options { return o }
+
+// Fixed implements run.Options: a resumed run may change every setting.
+func (Options) Fixed(run.Config) map[string]string { return nil }
 
 // FailPoints implements run.Executor.
 func (Executor) FailPoints() []string { return append([]string(nil), failPoints...) }

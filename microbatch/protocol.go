@@ -5,37 +5,6 @@ import (
 	"time"
 )
 
-// The commit protocol is a pure state machine in the style of etcd's raft
-// package: Machine.Step takes an input (an Event: something that happened)
-// and returns Actions (what to do next). It reads no clock, starts no
-// goroutine and touches no storage; the coordinator's I/O loop executes the
-// actions and feeds their outcomes back. The order of durable steps, the
-// crash points between them and the reaction to a lost worker are all
-// decided here, so they are tested without any I/O.
-//
-// One batch, in the normal order:
-//
-//	Idle --Tick--> Planning --Planned--> LoggingOffsets --OffsetsLogged-->
-//	Running --RunDone--> Sealing --StateCommitted, SinkDone (either order)-->
-//	LoggingCommit --CommitLogged--> Publishing --Published--> Idle
-//
-// Each arrow that crosses a durable step is preceded by the named crash
-// point of that boundary (Point actions).
-//
-// Sealing writes state version N and flushes the sink for batch N at the
-// same time. Neither depends on the other: a restart trusts neither before
-// commits/N exists, and a re-run of N writes both again from the same
-// input. What the order protects is only that both are durable before
-// commits/N, so the commit log waits for both events. Overlapping them
-// takes the state writes off the path to the sink's visibility.
-//
-// Planning ahead: when the next trigger is already due as batch N is sealed
-// (the batch overran its trigger), batch N+1 is planned then and offsets/N+1
-// is written beside commits/N (PlanningAhead, LoggingAhead). Batch N+1 runs
-// only after both are durable, and only after batch N is published. So a
-// log holding offsets/N+1 without commits/N means no work on N+1 began; a
-// restart re-runs N and plans N+1 anew (PlanRestart).
-
 // State is a named state of the protocol.
 type State int
 
@@ -77,8 +46,12 @@ func (s State) String() string {
 	return fmt.Sprintf("state(%d)", int(s))
 }
 
-// Event is an input of the machine.
-type Event interface{ isEvent() }
+// Event is an input of the machine: something that happened. The set is
+// closed; each event prints as one line.
+type Event interface {
+	isEvent()
+	String() string
+}
 
 // Started is the first event: where a fresh coordinator resumes
 // (RestartPlan).
@@ -146,7 +119,11 @@ func (WorkerLost) isEvent()     {}
 func (Rebuilt) isEvent()        {}
 
 // Action is an output of the machine, executed by the I/O loop in order.
-type Action interface{ isAction() }
+// The set is closed; each action prints as one line.
+type Action interface {
+	isAction()
+	String() string
+}
 
 // WaitUntil: wait until At (or a worker is lost), then feed Tick.
 type WaitUntil struct{ At time.Time }
@@ -211,6 +188,10 @@ type Rebuild struct {
 // Finish: the run is complete.
 type Finish struct{}
 
+// Fail: the machine refused an event that cannot happen in its state (a
+// bug in the driver or in the machine). The driver stops and returns Err.
+type Fail struct{ Err error }
+
 func (WaitUntil) isAction()   {}
 func (Point) isAction()       {}
 func (Plan) isAction()        {}
@@ -222,8 +203,11 @@ func (LogCommit) isAction()   {}
 func (Publish) isAction()     {}
 func (Rebuild) isAction()     {}
 func (Finish) isAction()      {}
+func (Fail) isAction()        {}
 
-// Machine is the commit protocol of one coordinator incarnation.
+// Machine is the commit protocol of one coordinator incarnation: events
+// in through Step, actions out. The package doc draws its states and
+// outlines the loop that drives it.
 type Machine struct {
 	state     State
 	batch     int64 // the batch being planned or processed
@@ -248,6 +232,8 @@ type Machine struct {
 	lateOffsets bool
 	// noAhead never plans ahead (benchmarks compare against it).
 	noAhead bool
+	// out is the buffer Step returns, reused by the next Step.
+	out []Action
 }
 
 // NewMachine returns a machine in Idle waiting for Started.
@@ -267,41 +253,61 @@ func (m *Machine) Committed() int64 { return m.committed }
 // OffsetsDurable reports whether the current batch's offsets are logged.
 func (m *Machine) OffsetsDurable() bool { return m.offsetsDurable }
 
-// Step feeds one event and returns the actions to execute, in order. An
-// event that cannot happen in the current state is a programming error.
-func (m *Machine) Step(ev Event) ([]Action, error) {
-	bad := func() ([]Action, error) {
-		return nil, fmt.Errorf("microbatch protocol: event %T in state %s (batch %d)", ev, m.state, m.batch)
+// Step feeds one event and returns the actions to execute, in order. The
+// slice is the machine's own buffer: it is valid until the next Step, and
+// a driver that keeps actions longer copies them. An event that cannot
+// happen in the current state is refused with a single Fail action and
+// leaves the state as it was; the driver stops on it.
+func (m *Machine) Step(ev Event) []Action {
+	clear(m.out)
+	m.out = m.out[:0]
+	if acts := m.step(ev); len(acts) > 0 {
+		return acts
 	}
-	if _, lost := ev.(WorkerLost); lost {
-		return m.workerLost(ev.(WorkerLost))
+	return nil
+}
+
+// emit appends actions to the machine's buffer and returns it.
+func (m *Machine) emit(as ...Action) []Action {
+	m.out = append(m.out, as...)
+	return m.out
+}
+
+// refuse answers an event that cannot happen in the current state.
+func (m *Machine) refuse(ev Event) []Action {
+	return m.emit(Fail{Err: fmt.Errorf("microbatch protocol: event %s in state %s (batch %d)", ev, m.state, m.batch)})
+}
+
+func (m *Machine) step(ev Event) []Action {
+	if e, lost := ev.(WorkerLost); lost {
+		return m.workerLost(e)
 	}
 	switch e := ev.(type) {
 	case Started:
 		if m.batch != -1 {
-			return bad()
+			return m.refuse(ev)
+		}
+		if e.Rerun >= 0 && e.Rerun != e.LastCommitted+1 {
+			return m.emit(Fail{Err: fmt.Errorf("microbatch protocol: rerun of batch %d after committed batch %d", e.Rerun, e.LastCommitted)})
 		}
 		m.committed = e.LastCommitted
 		m.nextTick = e.Now
 		if e.Rerun >= 0 {
-			if e.Rerun != e.LastCommitted+1 {
-				return nil, fmt.Errorf("microbatch protocol: rerun of batch %d after committed batch %d", e.Rerun, e.LastCommitted)
-			}
 			m.batch = e.Rerun
 			m.offsetsDurable = true
 			m.state = Running
-			return []Action{Point{PointAfterOffsets}, Run{Batch: m.batch, Rerun: true}}, nil
+			return m.emit(Point{PointAfterOffsets}, Run{Batch: m.batch, Rerun: true})
 		}
 		m.batch = e.LastCommitted + 1
 		m.state = Idle
-		return []Action{WaitUntil{At: e.Now}}, nil
+		return m.emit(WaitUntil{At: e.Now})
 	case Tick:
 		if m.state != Idle {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.nextTick = e.Now.Add(m.trigger)
 		m.state = Planning
-		return []Action{Plan{Batch: m.batch}}, nil
+		return m.emit(Plan{Batch: m.batch})
 	case Planned:
 		if m.state == PlanningAhead {
 			if e.Empty || e.Done {
@@ -309,78 +315,78 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 				// (already due) plans again once the batch is published.
 				m.ahead = false
 				m.state = LoggingCommit
-				return []Action{LogCommit{m.batch}}, nil
+				return m.emit(LogCommit{m.batch})
 			}
 			m.nextTick = m.aheadTick
 			m.state = LoggingAhead
-			return []Action{Point{PointBeforeOffsets}, LogCommit{m.batch}, LogOffsets{m.batch + 1}}, nil
+			return m.emit(Point{PointBeforeOffsets}, LogCommit{m.batch}, LogOffsets{m.batch + 1})
 		}
 		if m.state != Planning {
-			return bad()
+			return m.refuse(ev)
 		}
 		switch {
 		case e.Done:
 			m.state = Finished
-			return []Action{Finish{}}, nil
+			return m.emit(Finish{})
 		case e.Empty:
 			m.state = Idle
-			return []Action{WaitUntil{At: m.nextTick}}, nil
+			return m.emit(WaitUntil{At: m.nextTick})
 		case m.lateOffsets:
 			m.state = Running
-			return []Action{Run{Batch: m.batch}}, nil
+			return m.emit(Run{Batch: m.batch})
 		}
 		m.state = LoggingOffsets
-		return []Action{Point{PointBeforeOffsets}, LogOffsets{m.batch}}, nil
+		return m.emit(Point{PointBeforeOffsets}, LogOffsets{m.batch})
 	case OffsetsLogged:
 		if m.state == LoggingAhead {
 			m.nextLogged = true
-			return nil, nil
+			return nil
 		}
 		if m.state != LoggingOffsets {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.offsetsDurable = true
 		if m.lateOffsets {
 			m.state = LoggingCommit
-			return []Action{Point{PointAfterOffsets}, LogCommit{m.batch}}, nil
+			return m.emit(Point{PointAfterOffsets}, LogCommit{m.batch})
 		}
 		m.state = Running
-		return []Action{Point{PointAfterOffsets}, Run{Batch: m.batch}}, nil
+		return m.emit(Point{PointAfterOffsets}, Run{Batch: m.batch})
 	case RunDone:
 		if m.state != Running {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.state = Sealing
 		m.stateDone, m.sinkDone = false, false
-		return []Action{FlushSink{m.batch}, CommitState{m.batch}}, nil
+		return m.emit(FlushSink{m.batch}, CommitState{m.batch})
 	case StateCommitted:
 		if m.state != Sealing || m.stateDone {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.stateDone = true
-		return m.sealed(PointAfterState, e.Now), nil
+		return m.sealed(PointAfterState, e.Now)
 	case SinkDone:
 		if m.state != Sealing || m.sinkDone {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.sinkDone = true
-		return m.sealed(PointAfterSink, e.Now), nil
+		return m.sealed(PointAfterSink, e.Now)
 	case CommitLogged:
 		if m.state != LoggingCommit && m.state != LoggingAhead {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.committed = m.batch
 		m.state = Publishing
-		return []Action{Point{PointAfterCommit}, Publish{m.batch}}, nil
+		return m.emit(Point{PointAfterCommit}, Publish{m.batch})
 	case Published:
 		if m.state != Publishing {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.batch++
 		m.offsetsDurable = false
 		if e.Stop {
 			m.state = Finished
-			return []Action{Finish{}}, nil
+			return m.emit(Finish{})
 		}
 		if m.ahead {
 			m.ahead = false
@@ -388,55 +394,55 @@ func (m *Machine) Step(ev Event) ([]Action, error) {
 				m.nextLogged = false
 				m.offsetsDurable = true
 				m.state = Running
-				return []Action{Point{PointAfterOffsets}, Run{Batch: m.batch}}, nil
+				return m.emit(Point{PointAfterOffsets}, Run{Batch: m.batch})
 			}
 			// offsets/N+1 is still being written.
 			m.state = LoggingOffsets
-			return nil, nil
+			return nil
 		}
 		m.state = Idle
-		return []Action{WaitUntil{At: m.nextTick}}, nil
+		return m.emit(WaitUntil{At: m.nextTick})
 	case Rebuilt:
 		if m.state != Rebuilding {
-			return bad()
+			return m.refuse(ev)
 		}
 		m.state = m.resume
 		switch m.resume {
 		case Publishing:
-			return []Action{Publish{m.batch}}, nil
+			return m.emit(Publish{m.batch})
 		case Running:
-			return []Action{Run{Batch: m.batch, Rerun: true}}, nil
+			return m.emit(Run{Batch: m.batch, Rerun: true})
 		}
 		m.state = Idle
-		return []Action{WaitUntil{At: e.Now}}, nil
+		return m.emit(WaitUntil{At: e.Now})
 	}
-	return bad()
+	return m.refuse(ev)
 }
 
 // sealed passes the crash point of the half of Sealing that finished and,
 // once both halves have, moves on to the commit log (the late variant: to
 // the offsets log), planning the next batch first if its trigger is due.
 func (m *Machine) sealed(point string, now time.Time) []Action {
-	acts := []Action{Point{point}}
+	acts := m.emit(Point{point})
 	if !m.stateDone || !m.sinkDone {
 		return acts
 	}
 	if m.lateOffsets {
 		m.state = LoggingOffsets
-		return append(acts, Point{PointBeforeOffsets}, LogOffsets{m.batch})
+		return m.emit(Point{PointBeforeOffsets}, LogOffsets{m.batch})
 	}
 	if !m.noAhead && !now.IsZero() && !now.Before(m.nextTick) {
 		m.ahead, m.nextLogged = true, false
 		m.aheadTick, m.dueTick = now.Add(m.trigger), m.nextTick
 		m.state = PlanningAhead
-		return append(acts, Plan{Batch: m.batch + 1, Ahead: true})
+		return m.emit(Plan{Batch: m.batch + 1, Ahead: true})
 	}
 	m.state = LoggingCommit
-	return append(acts, LogCommit{m.batch})
+	return m.emit(LogCommit{m.batch})
 }
 
 // workerLost decides what a lost worker costs in the current state.
-func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
+func (m *Machine) workerLost(e WorkerLost) []Action {
 	// What finished before the loss was reported is durable.
 	for _, f := range e.Finished {
 		switch f.(type) {
@@ -456,10 +462,10 @@ func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
 	}
 	switch m.state {
 	case Finished:
-		return nil, nil
+		return nil
 	case Rebuilding:
 		// The pending Rebuild replaces every worker dead by the time it runs.
-		return nil, nil
+		return nil
 	case Publishing:
 		// Batch N is committed: only the dead worker is rebuilt, from
 		// state version N, and the publish is repeated (it is idempotent).
@@ -477,7 +483,7 @@ func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
 		}
 		m.resume = Publishing
 		m.state = Rebuilding
-		return []Action{r}, nil
+		return m.emit(r)
 	}
 	// A plan made ahead of an uncommitted batch is dropped: no work on it
 	// began, and batch N runs again first.
@@ -505,5 +511,5 @@ func (m *Machine) workerLost(e WorkerLost) ([]Action, error) {
 		m.resume = Idle
 	}
 	m.state = Rebuilding
-	return []Action{r}, nil
+	return m.emit(r)
 }

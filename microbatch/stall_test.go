@@ -17,7 +17,7 @@ import (
 func stallConfig() run.Config {
 	return run.Config{Job: "keyed-count", Params: job.Params{Window: 50, JoinWindow: 200}, Executor: "microbatch",
 		Inputs: defaultInputs("keyed-count", 3000, 1), OutputFormat: sink.Parquet, SinkMode: sink.Idempotent,
-		Parallelism: 2, Trigger: time.Millisecond, MaxBatchRecords: 400, Seed: 1}
+		Parallelism: 2, Options: Options{Trigger: time.Millisecond, MaxBatchRecords: 400}, Seed: 1}
 }
 
 // TestStorageFrozenDuringBatchCommit: storage stops answering as the

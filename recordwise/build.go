@@ -167,7 +167,7 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 	}
 	// Outputs.
 	if len(c.outputs) > 0 {
-		t.router = newRouter(env.Alloc, c.schema, inc.opts.bufferRows, env.Config.BufferTimeout, p)
+		t.router = newRouter(env.Alloc, c.schema, inc.opts.bufferRows, inc.opts.settings.BufferTimeout, p)
 		t.router.lastWM = t.wm
 		for _, o := range c.outputs {
 			var qs []*queue
@@ -184,7 +184,7 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 	if c.sink {
 		t.snk = &sinkTail{mode: env.Sink.Mode(), epoch: inc.firstEpoch,
 			published: inc.published.clone(), alloc: t.alloc,
-			timeout: env.Config.BufferTimeout, obs: inc.obs, wake: t.wake,
+			timeout: inc.opts.settings.BufferTimeout, obs: inc.obs, wake: t.wake,
 			req: make(chan flushReq), done: make(chan error, 1),
 			hold: func(epoch int64, rows []latEntry) { inc.coord.hold(checkpoint.ID(epoch), rows) }}
 		for i := range t.snk.ws {

@@ -122,7 +122,7 @@ func (c *coordLoop) run() {
 	ctx := c.inc.coordCtx
 	var tick <-chan time.Time
 	if !c.inc.opts.noPeriodic {
-		tk := time.NewTicker(c.inc.env.Config.CheckpointInterval)
+		tk := time.NewTicker(c.inc.opts.settings.CheckpointInterval)
 		defer tk.Stop()
 		tick = tk.C
 	}
@@ -157,11 +157,11 @@ func (c *coordLoop) handle(e coordEvent) {
 	switch e.kind {
 	case evAck:
 		c.metrics[e.id] = append(c.metrics[e.id], e.m)
-		c.exec(c.co.Ack(now, e.id, e.task, e.part))
+		c.step(checkpoint.Ack{Now: now, ID: e.id, Task: e.task, Part: e.part})
 	case evDecline:
-		c.exec(c.co.Decline(now, e.id, e.task, e.reason))
+		c.step(checkpoint.Decline{Now: now, ID: e.id, Task: e.task, Reason: e.reason})
 	case evTimeout:
-		c.exec(c.co.Timeout(now, e.id))
+		c.step(checkpoint.Timeout{Now: now, ID: e.id})
 	case evSourceFinished:
 		c.finished[e.task] = true
 		if len(c.finished) == len(c.sources) {
@@ -201,7 +201,7 @@ func (c *coordLoop) trigger() {
 	if c.dead {
 		return
 	}
-	c.exec(c.co.Trigger(time.Now()))
+	c.step(checkpoint.Trigger{Now: time.Now()})
 }
 
 func (c *coordLoop) point(name string) bool {
@@ -219,6 +219,11 @@ func (c *coordLoop) fatal(err error) {
 	c.dead = true
 	c.inc.settle(outcome{kind: outError, at: time.Now(), err: err})
 }
+
+// step feeds one input to the coordinator and carries out its actions.
+// exec steps the coordinator again from inside (a metadata write's
+// outcome), which voids the slice being walked, so it walks a copy.
+func (c *coordLoop) step(in checkpoint.Input) { c.exec(slices.Clone(c.co.Step(in))) }
 
 func (c *coordLoop) exec(actions []checkpoint.Action) {
 	ctx := c.inc.coordCtx
@@ -264,7 +269,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			}
 			data, err := json.Marshal(md)
 			if err != nil {
-				c.exec(c.co.MetadataFailed(time.Now(), a.ID, err))
+				c.step(checkpoint.MetadataFailed{Now: time.Now(), ID: a.ID, Err: err})
 				continue
 			}
 			if !c.point(PointMidMetadata) {
@@ -275,13 +280,13 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 					c.dead = true
 					return
 				}
-				c.exec(c.co.MetadataFailed(time.Now(), a.ID, err))
+				c.step(checkpoint.MetadataFailed{Now: time.Now(), ID: a.ID, Err: err})
 				continue
 			}
 			if !c.point(PointAfterMetadata) {
 				return
 			}
-			c.exec(c.co.MetadataWritten(time.Now(), a.ID))
+			c.step(checkpoint.MetadataWritten{Now: time.Now(), ID: a.ID})
 		case checkpoint.NotifyComplete:
 			c.inc.forgetCheckpoints(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
@@ -345,6 +350,9 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			}
 		case checkpoint.TriggerSkipped:
 			c.inc.obs.skipped()
+		case checkpoint.Fail:
+			c.fatal(a.Err)
+			return
 		}
 	}
 }

@@ -3,9 +3,6 @@ package recordwise
 import (
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -122,60 +119,6 @@ func TestNamedPoints(t *testing.T) {
 			}
 		}
 	}
-}
-
-// TestRandomCrashSchedules runs seeded random schedules: a random job,
-// barrier setting, sink and parallelism, and one to three faults (worker
-// kills at random record counts, named points at random occurrences). Each
-// must reach the oracle's output. -rw.seed=N replays one schedule.
-func TestRandomCrashSchedules(t *testing.T) {
-	only := *flagSeed
-	if s := os.Getenv("REWIND_TEST_SEED"); s != "" && only == 0 {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("REWIND_TEST_SEED=%q: %v", s, err)
-		}
-		only = v
-	}
-	last := int64(*flagSchedules)
-	if only > last {
-		last = only
-	}
-	for seed := int64(1); seed <= last; seed++ {
-		if only != 0 && seed != only {
-			continue
-		}
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			sc := randomSchedule(seed)
-			o := sc.execute(t)
-			o.check(t, fmt.Sprintf("seed %d (replay with REWIND_TEST_SEED=%d or -rw.seed=%d): %s", seed, seed, seed, sc))
-		})
-	}
-}
-
-func randomSchedule(seed int64) *scenario {
-	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	j := jobs[r.IntN(len(jobs))]
-	records := 2000 + r.IntN(8)*1000
-	rate := []int{0, 100000, 200000}[r.IntN(3)]
-	p := []int{1, 2, 2, 3, 5}[r.IntN(5)] // 5 > the 4 partitions: an idle source subtask
-	sc := &scenario{
-		job: j, barriers: modes[r.IntN(len(modes))], mode: sinks[r.IntN(len(sinks))], parallelism: p,
-		inputs:   inputs(j, records, rate, seed),
-		interval: time.Duration(1+r.IntN(5)) * time.Millisecond,
-	}
-	if r.IntN(4) == 0 {
-		sc.detect = time.Duration(r.IntN(5)) * time.Millisecond
-	}
-	nf := 1 + r.IntN(3)
-	for i := 0; i < nf; i++ {
-		if r.IntN(2) == 0 {
-			sc.fails = append(sc.fails, kill(r.IntN(p), 1+int64(r.IntN(records))))
-		} else {
-			sc.fails = append(sc.fails, at(failPoints[r.IntN(len(failPoints))], 1+r.IntN(4)))
-		}
-	}
-	return sc
 }
 
 // TestCrashBeforeMetadataUsesPreviousPoint crashes the coordinator after

@@ -16,7 +16,6 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -24,8 +23,7 @@ import (
 )
 
 var (
-	flagSchedules = flag.Int("rw.schedules", 200, "number of seeded random crash schedules in TestRandomCrashSchedules")
-	flagSeed      = flag.Int64("rw.seed", 0, "run only this seed of TestRandomCrashSchedules (0: all)")
+	scheduleFlags = runtest.NewScheduleFlags("rw", 200)
 	flagDisk      = flag.Bool("rw.disk", false, "put test storage and outputs on the default temp dir even when a RAM disk exists")
 	flagVerbose   = flag.Bool("rw.v", false, "print progress events of the runs")
 )
@@ -114,7 +112,7 @@ type result struct {
 	report  *Report
 	stats   sink.Stats
 	table   *sink.Table
-	want    *oracle.Result
+	want    *runtest.Want
 	env     *run.Env
 	err     error
 	storage string
@@ -155,11 +153,11 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		p = *sc.params
 	}
 	return run.Config{
-		Job: sc.job, Params: p, Executor: "recordwise", Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout,
+		Job: sc.job, Params: p, Executor: "recordwise",
+		Options: Options{Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout, CheckpointInterval: sc.interval,
+			BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained, DetectDelay: sc.detect},
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
-		Storage: sc.storageURL(t), Parallelism: sc.parallelism, CheckpointInterval: sc.interval,
-		BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained,
-		DetectDelay: sc.detect, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }
 
@@ -243,13 +241,7 @@ func (sc *scenario) execute(t testing.TB) *result {
 	if o.err != nil || sc.measureOnly {
 		return o
 	}
-	o.table, o.stats, err = sink.Resolve(cfg.Output, env.Job.Output)
-	if err != nil {
-		t.Fatalf("%s: resolving output: %v", sc, err)
-	}
-	if !sc.noOracle {
-		o.want = runtest.Oracle(t, cfg)
-	}
+	o.table, o.stats, o.want = runtest.ReadBack(t, env, !sc.noOracle)
 	return o
 }
 
@@ -259,13 +251,21 @@ func (sc *scenario) executeRaw(t testing.TB) *result {
 	return sc.execute(t)
 }
 
-// check judges a result with runtest.CheckOutput (the resolved output
-// equals the oracle's, the idempotent and transactional sinks show no
-// duplicate or conflicting row, and the summary's counts are what resolving
-// and an independent reader count), and every crash was recovered from.
-func (o *result) check(t testing.TB, what string) {
+// judged is the run as runtest judges it: runtest.CheckOutput (the
+// resolved output equals the reference's, the idempotent and transactional
+// sinks show no duplicate or conflicting row, and the summary's counts are
+// what resolving and an independent reader count), then checkRecovered.
+func (o *result) judged() runtest.Result {
+	return runtest.Result{Outcome: runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want},
+		Check: o.checkRecovered}
+}
+
+// check judges a result as judged says.
+func (o *result) check(t testing.TB, what string) { t.Helper(); o.judged().Judge(t, what) }
+
+// checkRecovered: every crash was recovered from.
+func (o *result) checkRecovered(t testing.TB, what string) {
 	t.Helper()
-	runtest.CheckOutput(t, what, runtest.Outcome{Err: o.err, Env: o.env, Summary: o.summary, Table: o.table, Stats: o.stats, Want: o.want})
 	if o.summary.Crashes != len(o.summary.Recoveries) {
 		t.Fatalf("%s: %d crashes but %d recoveries", what, o.summary.Crashes, len(o.summary.Recoveries))
 	}

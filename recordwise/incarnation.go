@@ -221,7 +221,7 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 		ids = append(ids, t.id)
 	}
 	co, err := checkpoint.NewCoordinator(checkpoint.Config{
-		Tasks: ids, Timeout: sh.env.Config.CheckpointTimeout, Retained: sh.env.Config.RetainedCheckpoints,
+		Tasks: ids, Timeout: sh.opts.settings.CheckpointTimeout, Retained: sh.opts.settings.RetainedCheckpoints,
 		// Checkpoint ids are the sink's epochs: never reuse one the sink
 		// already published, even if its metadata is gone from the listing.
 		NextID: max(plan.NextID, checkpoint.ID(inc.firstEpoch)), Completed: plan.Complete,

@@ -27,9 +27,29 @@ var (
 	DefaultReadRows = 1024
 )
 
-// Options are the recordwise settings beyond run.Config. The zero value
-// uses the defaults above.
+// Options are the recordwise settings. The CLI's flags (the first group)
+// arrive as run.Config.Options; an Executor's own Options win over them
+// field by field. The zero value uses the defaults above.
 type Options struct {
+	// Barriers is aligned (the default) or unaligned (--barriers), and
+	// AlignmentTimeout switches an aligning checkpoint to unaligned after
+	// this long (0 = never).
+	Barriers         string
+	AlignmentTimeout time.Duration
+	// CheckpointInterval is the time between recovery points; it must be
+	// positive unless NoPeriodicCheckpoints.
+	CheckpointInterval time.Duration
+	// BufferTimeout flushes a network buffer this long after its first
+	// row even if it is not full.
+	BufferTimeout time.Duration
+	// CheckpointTimeout aborts a recovery point not complete after this
+	// long; RetainedCheckpoints complete ones are kept.
+	CheckpointTimeout   time.Duration
+	RetainedCheckpoints int
+	// DetectDelay is the modelled heartbeat timeout before a dead worker
+	// is noticed.
+	DetectDelay time.Duration
+
 	// RunID names the run's namespace in durable storage; an earlier run's
 	// id resumes it. Empty: run.Config.RunID, else a new id per Run.
 	RunID string
@@ -60,6 +80,7 @@ type testHooks struct {
 }
 
 type options struct {
+	settings       Options // the CLI's group of Options, merged
 	bufferRows     int
 	channelBuffers int
 	readRows       int
@@ -68,8 +89,8 @@ type options struct {
 	hooks          testHooks
 }
 
-func (o Options) resolve() (*options, error) {
-	r := &options{bufferRows: o.BufferRows, channelBuffers: o.ChannelBuffers, readRows: o.ReadRows,
+func (o Options) resolve(cfg run.Config) (*options, error) {
+	r := &options{settings: o.merged(cfg), bufferRows: o.BufferRows, channelBuffers: o.ChannelBuffers, readRows: o.ReadRows,
 		noPeriodic: o.NoPeriodicCheckpoints, sinkTaskRate: o.SinkTaskRate, hooks: o.hooks}
 	if r.bufferRows == 0 {
 		r.bufferRows = DefaultBufferRows
@@ -93,6 +114,15 @@ type Executor struct {
 
 // Name implements run.Executor.
 func (Executor) Name() string { return "recordwise" }
+
+// Traits implements run.Executor: the barrier modes are its variants, and
+// the first recovery point is durable once its metadata is written.
+func (Executor) Traits() run.Traits {
+	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
+		"checkpoint-timeout", "retained-checkpoints", "detect-delay"},
+		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
+		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}}
+}
 
 // FailPoints implements run.Executor.
 func (Executor) FailPoints() []string { return append([]string(nil), failPoints...) }
@@ -121,20 +151,16 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 		return nil, nil, errNoStore
 	}
 	cfg := env.Config
-	opts, err := e.Options.resolve()
+	opts, err := e.Options.resolve(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recordwise: %w", err)
 	}
-	barriers := cfg.Barriers
-	if barriers == "" {
-		barriers = "aligned"
-	}
-	mode, err := barrier.ParseMode(barriers, cfg.AlignmentTimeout)
+	mode, err := barrier.ParseMode(opts.settings.Variant(), opts.settings.AlignmentTimeout)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recordwise: %w", err)
 	}
-	if cfg.CheckpointInterval <= 0 && !opts.noPeriodic {
-		return nil, nil, fmt.Errorf("recordwise: checkpoint interval must be positive, got %s", cfg.CheckpointInterval)
+	if opts.settings.CheckpointInterval <= 0 && !opts.noPeriodic {
+		return nil, nil, fmt.Errorf("recordwise: checkpoint interval must be positive, got %s", opts.settings.CheckpointInterval)
 	}
 	pl, err := buildPlan(env.Job, cfg.Parallelism)
 	if err != nil {
@@ -226,7 +252,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 // detect waits until the crash at `at` is noticed: --detect-delay models
 // the heartbeat timeout. The surviving workers keep running meanwhile.
 func (sh *shared) detect(ctx context.Context, at time.Time) time.Time {
-	if d := time.Until(at.Add(sh.env.Config.DetectDelay)); d > 0 {
+	if d := time.Until(at.Add(sh.opts.settings.DetectDelay)); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

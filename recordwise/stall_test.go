@@ -15,10 +15,11 @@ import (
 )
 
 func stallConfig() run.Config {
-	return run.Config{Job: "keyed-count", Params: job.DefaultParams, Executor: "recordwise", Barriers: "aligned",
+	return run.Config{Job: "keyed-count", Params: job.DefaultParams, Executor: "recordwise",
+		Options: Options{Barriers: "aligned", CheckpointInterval: 20 * time.Millisecond, BufferTimeout: time.Millisecond,
+			CheckpointTimeout: time.Second, RetainedCheckpoints: 2},
 		Inputs: inputs("keyed-count", 4000, 4000, 1), OutputFormat: sink.CSV, SinkMode: sink.Transactional,
-		Parallelism: 2, CheckpointInterval: 20 * time.Millisecond, BufferTimeout: time.Millisecond,
-		CheckpointTimeout: time.Second, RetainedCheckpoints: 2, Seed: 1}
+		Parallelism: 2, Seed: 1}
 }
 
 // TestStorageFrozenDuringCheckpoint: storage stops answering as a worker

@@ -222,7 +222,7 @@ func (t *task) control() bool {
 			}
 		case ctrlAbort:
 			if t.handler != nil {
-				t.exec(t.handler.Cancel(m.id))
+				t.exec(t.handler.Step(barrier.Cancel{Checkpoint: m.id}))
 			}
 		case ctrlEnd:
 			if t.src != nil && !t.ended {
@@ -248,7 +248,7 @@ func (t *task) fireTimers() {
 	for id, at := range t.timers {
 		if !t.now.Before(at) {
 			delete(t.timers, id)
-			t.exec(t.handler.TimerFired(id))
+			t.exec(t.handler.Step(barrier.TimerFired{Checkpoint: id}))
 			if !t.ok() {
 				return
 			}
@@ -347,30 +347,33 @@ func (t *task) onItem(c int, it item) {
 	ch := barrier.Channel(c)
 	switch it.kind {
 	case kData, kWatermark:
-		t.exec(t.handler.Record(ch, barrier.Item[item]{Value: it, Records: it.rows(), Bytes: it.bytes()}))
+		t.exec(t.handler.Step(barrier.Record[item]{Channel: ch, Item: barrier.Item[item]{Value: it, Records: it.rows(), Bytes: it.bytes()}}))
 	case kBarrier:
 		t.lastBornB = it.born
-		t.exec(t.handler.Barrier(ch, it.id))
+		t.exec(t.handler.Step(barrier.Barrier{Channel: ch, Checkpoint: it.id}))
 	case kCancel:
-		t.exec(t.handler.Cancel(it.id))
+		t.exec(t.handler.Step(barrier.Cancel{Checkpoint: it.id}))
 	case kEnd:
-		t.exec(t.handler.EndOfChannel(ch))
+		t.exec(t.handler.Step(barrier.EndOfChannel{Channel: ch}))
 	}
 }
 
+// exec carries out the actions of one handler Step. Nothing it calls
+// steps the handler again, so the slice (the handler's buffer) stays valid
+// throughout.
 func (t *task) exec(actions []barrier.Action) {
 	for _, a := range actions {
 		if !t.ok() {
 			// A dead task does nothing more; items handed to it in this
 			// call are released at teardown only if still queued, so
 			// release the ones it owns here.
-			if p, ok := a.(barrier.Process[item]); ok {
+			if p, ok := a.(*barrier.Process[item]); ok {
 				p.Item.Value.release()
 			}
 			continue
 		}
 		switch a := a.(type) {
-		case barrier.Process[item]:
+		case *barrier.Process[item]:
 			t.processItem(int(a.Channel), a.Item.Value)
 		case barrier.AlignmentStarted:
 			t.beginCheckpoint(a.Checkpoint, t.lastBornB)
@@ -406,6 +409,8 @@ func (t *task) exec(actions []barrier.Action) {
 		case barrier.InputEnded:
 			t.end()
 		case barrier.UnblockChannel:
+		case barrier.Fail:
+			t.fail(a.Err)
 		}
 	}
 }

@@ -43,7 +43,7 @@ failed or produced a wrong result.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.bench(cmd, stdout, stderr) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.contestants, "executors", bench.DefaultContestants, "contestants, comma-separated; recordwise takes /aligned or /unaligned")
+	fl.StringVar(&f.contestants, "executors", bench.DefaultContestants(registry), "contestants, comma-separated; recordwise takes /aligned or /unaligned")
 	fl.StringArrayVar(&f.fails, "fail", nil, "crash for every contestant's crash run: worker=W,after-records=N[,after-point=NAME] (repeatable; a point every contestant has), or none (default: worker 0 at half the input)")
 	fl.StringVar(&f.report, "report", "", "also write report.md, report.json and plots into this directory")
 	fl.StringVar(&f.scratch, "scratch", "", "directory for outputs and local storage (default: a temporary one, removed afterwards)")
@@ -75,7 +75,7 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if len(f.inputs) == 0 {
 		cfg.Inputs = benchInputs(cfg.Job, cfg.Seed)
 	}
-	contestants, err := bench.ParseContestants(f.contestants, executorNames())
+	contestants, err := bench.ParseContestants(f.contestants, registry)
 	if err != nil {
 		return usageError{err}
 	}
@@ -121,7 +121,7 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	rep, err := bench.Run(cmd.Context(), bench.Plan{
 		Config: cfg, Contestants: contestants, Faults: faults, Storage: storage, Scratch: scratch,
-		Executors: executors, Alloc: memory.NewGoAllocator(),
+		Executors: executors, Options: f.allOptions(), Alloc: memory.NewGoAllocator(),
 		Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 		Progress: stderr,
 	})

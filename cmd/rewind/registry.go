@@ -8,32 +8,73 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/diskphase"
 	"github.com/rewind-engine/rewind/microbatch"
 	"github.com/rewind-engine/rewind/recordwise"
+	"github.com/rewind-engine/rewind/reference"
 )
 
-// executors maps --executor values to implementations. The CLI is the only
-// place that knows every executor; executors never import each other.
-var executors = map[string]run.Executor{
-	"reference":  oracle.Executor{},
-	"microbatch": microbatch.Executor{},
-	"diskphase":  diskphase.Executor{},
-	"recordwise": recordwise.Executor{},
+// registry is every executor, in the order help texts list them. The CLI
+// is the only place that knows every executor by name and builds each
+// one's Options; everything else asks an executor's run.Traits.
+// Executors never import each other.
+var registry = []run.Executor{reference.Executor{}, microbatch.Executor{}, diskphase.Executor{}, recordwise.Executor{}}
+
+// defaultExecutor is the --executor of run and trace when none is given.
+const defaultExecutor = "recordwise"
+
+// executors maps --executor values to implementations.
+var executors = func() map[string]run.Executor {
+	m := map[string]run.Executor{}
+	for _, e := range registry {
+		m[e.Name()] = e
+	}
+	return m
+}()
+
+// options are the Options of exec that the flags set (nil for an executor
+// with none). The flags are validated by runFlags.config.
+func (f *runFlags) options(exec run.Executor) run.Options {
+	switch exec.(type) {
+	case microbatch.Executor:
+		return microbatch.Options{Trigger: f.trigger, MaxBatchRecords: f.maxBatchRecords,
+			RetainedBatches: f.retainedBatches, LostPieceRecovery: f.lostPieceRecovery}
+	case diskphase.Executor:
+		return diskphase.Options{JobRecords: f.jobRecords, JobInterval: f.jobInterval, LostPieceRecovery: f.lostPieceRecovery}
+	case recordwise.Executor:
+		return recordwise.Options{Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
+			CheckpointInterval: f.checkpointInterval, BufferTimeout: f.bufferTimeout, CheckpointTimeout: f.cpTimeout,
+			RetainedCheckpoints: f.retainedCPs, DetectDelay: f.detectDelay}
+	}
+	return nil
 }
 
-// executorFlags says which flags belong to which executor: a flag in the
-// table that is set on the command line must belong to the executor the
-// run uses (to one of bench's contestants), or the command refuses it
-// (checkExecutorFlags) instead of ignoring it. Flags not in the table
-// (the job, its inputs, output, storage, parallelism) apply to all.
-var executorFlags = map[string][]string{
-	"microbatch": {"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery"},
-	"diskphase":  {"job-records", "job-interval", "lost-piece-recovery"},
-	"recordwise": {"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout", "checkpoint-timeout",
-		"retained-checkpoints", "detect-delay"},
+// allOptions are every executor's options as the flags set them.
+func (f *runFlags) allOptions() map[string]run.Options {
+	out := map[string]run.Options{}
+	for _, e := range registry {
+		if o := f.options(e); o != nil {
+			out[e.Name()] = o
+		}
+	}
+	return out
+}
+
+// executorFlags says which flags belong to which executor, as each
+// declares them (run.Traits.Flags): a flag in the table that is set on the
+// command line must belong to the executor the run uses (to one of bench's
+// contestants), or the command refuses it (checkExecutorFlags) instead of
+// ignoring it. Flags not in the table (the job, its inputs, output,
+// storage, parallelism) apply to all.
+func executorFlags() map[string][]string {
+	out := map[string][]string{}
+	for _, e := range registry {
+		if flags := e.Traits().Flags; len(flags) > 0 {
+			out[e.Name()] = flags
+		}
+	}
+	return out
 }
 
 // checkExecutorFlags refuses a flag set in fl that belongs to none of the
@@ -41,7 +82,7 @@ var executorFlags = map[string][]string{
 // executors it does belong to.
 func checkExecutorFlags(fl *pflag.FlagSet, names ...string) error {
 	owners := map[string][]string{}
-	for exec, flags := range executorFlags {
+	for exec, flags := range executorFlags() {
 		for _, flag := range flags {
 			owners[flag] = append(owners[flag], exec)
 		}
@@ -67,4 +108,23 @@ func executorNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// recoveryExecutors are the executors that recover from crashes (all but
+// the reference), in registry order.
+func recoveryExecutors() []string {
+	var out []string
+	for _, e := range registry {
+		if !e.Traits().Reference {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// referenceExecutor is the failure-free oracle the others are checked
+// against.
+func referenceExecutor() run.Executor {
+	i := slices.IndexFunc(registry, func(e run.Executor) bool { return e.Traits().Reference })
+	return registry[i]
 }

@@ -73,7 +73,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd, stdout, stderr) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
+	fl.StringVar(&f.executor, "executor", defaultExecutor, "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
 	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process] (repeatable), or none (the default); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
@@ -188,14 +188,13 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		return cfg, nil, usagef("invalid --output %s: exists and is not a directory", f.output)
 	}
 	cfg = run.Config{
-		Job: f.job, Executor: f.executor, Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
+		Job: f.job, Executor: f.executor,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
-		CheckpointInterval: f.checkpointInterval, Trigger: f.trigger, Seed: f.seed,
-		MaxBatchRecords: f.maxBatchRecords, RetainedBatches: f.retainedBatches,
-		BufferTimeout: f.bufferTimeout, CheckpointTimeout: f.cpTimeout, RetainedCheckpoints: f.retainedCPs,
-		DetectDelay: f.detectDelay, JobRecords: f.jobRecords, JobInterval: f.jobInterval,
-		LostPieceRecovery: f.lostPieceRecovery,
-		Params:            job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
+		Seed:   f.seed,
+		Params: job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
+	}
+	if exec != nil { // bench sets each contestant's
+		cfg.Options = f.options(exec)
 	}
 	// The parsers' errors start "invalid output format %q: …"; the flag
 	// replaces that head.
@@ -241,7 +240,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if exec == nil { // rewind bench validates its fault schedule per contestant
 		return cfg, j, nil
 	}
-	if len(cfg.Fails) > 0 && exec.Name() == "reference" {
+	if len(cfg.Fails) > 0 && exec.Traits().Reference {
 		return cfg, nil, usagef("invalid --fail: the reference executor is the failure-free oracle; choose another --executor to inject crashes")
 	}
 	if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
@@ -312,10 +311,11 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	case f.overwrite:
 		policy = run.OutputOverwrite
 	}
-	if cfg.RunID == "" && exec.Name() != "reference" {
+	reference := exec.Traits().Reference
+	if cfg.RunID == "" && !reference {
 		cfg.RunID = run.NewRunID()
 	}
-	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, exec.Name() != "reference", policy)
+	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, !reference, policy)
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
 	var bar *runProgress
-	if exec.Name() != "reference" && (f.progress == progressBar || f.progress == progressAuto && isTerminal(stderr)) {
+	if !reference && (f.progress == progressBar || f.progress == progressAuto && isTerminal(stderr)) {
 		bar = startProgress(stderr, logs, env)
 	}
 	s, err := run.Execute(ctx, exec, env)
@@ -455,7 +455,7 @@ func (f *runFlags) resumeArg(cmd *cobra.Command, args []string) error {
 // recovery point are there and are not produced again.
 func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord, error) {
 	var rec run.RunRecord
-	if exec.Name() == "reference" {
+	if exec.Traits().Reference {
 		return rec, usagef("invalid --resume: the reference executor keeps no recovery points; give the --executor the run used")
 	}
 	if f.overwrite {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ import (
 // step of a recovery point took, what was in flight, what the crash cost
 // and what was read again.
 func newTraceCmd(stdout, stderr io.Writer) *cobra.Command {
-	f := &runFlags{executor: "recordwise", summary: "text"}
+	f := &runFlags{executor: defaultExecutor, summary: "text"}
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Run a tiny job with one crash and show, step by step, how its executor recovers",
@@ -46,7 +47,7 @@ records read again, and whether the result equals the reference executor's.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.trace(cmd, stdout, stderr) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.executor, "executor", "recordwise", "recovery model: microbatch, diskphase, recordwise")
+	fl.StringVar(&f.executor, "executor", f.executor, "recovery model: "+strings.Join(recoveryExecutors(), ", "))
 	fl.StringVar(&f.barriers, "barriers", "unaligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringArrayVar(&f.fails, "fail", nil, "crash to inject (repeatable), or none; default: worker 1 at half the input (recordwise, diskphase: and once the first recovery point is durable)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log executor details to stderr")
@@ -68,24 +69,10 @@ func traceInputs(jobName string, seed int64) map[string]string {
 	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=4000,keys=8,partitions=2,rate=10000,seed=%d", seed)}
 }
 
-// traceCrashAfter names, per executor, the point that makes its first
-// recovery point durable. The default crash waits for it as well as for
-// half the input, so the story shows a recovery from a recovery point
-// however slowly the machine runs the first one (should the input end
-// before, trace says so and fails). Not microbatch: it
-// reads ahead of its batches, so under load the whole input can be read
-// before batch 0 commits, and a kill that waits for the commit would never
-// fire; a crash before the first commit still restores from the offsets
-// logged before the batch ran.
-var traceCrashAfter = map[string]string{
-	"recordwise": "checkpoint.after-metadata",
-	"diskphase":  "job.after-commit",
-}
-
 func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	exec, ok := executors[f.executor]
-	if !ok || f.executor == "reference" {
-		return usagef("invalid --executor %q: allowed are diskphase, microbatch, recordwise", f.executor)
+	if !ok || exec.Traits().Reference {
+		return usagef("invalid --executor %q: allowed are %s", f.executor, strings.Join(slices.Sorted(slices.Values(recoveryExecutors())), ", "))
 	}
 	fl := cmd.Flags()
 	if err := checkExecutorFlags(fl, exec.Name()); err != nil {
@@ -125,20 +112,25 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	ctx := cmd.Context()
 
 	// The reference gives the right answer and the input's size.
+	refExec := referenceExecutor()
 	refCfg := cfg
-	refCfg.Executor, refCfg.Output, refCfg.Fails = "reference", filepath.Join(dir, "reference"), nil
+	refCfg.Executor, refCfg.Options, refCfg.Output, refCfg.Fails = refExec.Name(), nil, filepath.Join(dir, refExec.Name()), nil
 	refEnv, err := run.Prepare(ctx, refCfg, memory.NewGoAllocator(), log, false, run.OutputOverwrite)
 	if err != nil {
 		return err
 	}
-	ref, err := run.Execute(ctx, executors["reference"], refEnv)
+	ref, err := run.Execute(ctx, refExec, refEnv)
 	refEnv.Close()
 	if err != nil {
 		return err
 	}
+	// The default crash waits for the point that makes the first recovery
+	// point durable as well as for half the input, so the story shows a
+	// recovery from a recovery point however slowly the machine runs the
+	// first one (should the input end before, trace says so and fails).
 	if !f.noFails && len(cfg.Fails) == 0 {
 		cfg.Fails = []fault.Spec{{Worker: min(1, exec.Workers(cfg)-1), AfterRecords: max(ref.RecordsIn/2, 1),
-			AfterPoint: traceCrashAfter[exec.Name()]}}
+			AfterPoint: exec.Traits().FirstDurablePoint}}
 		if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
 			return fmt.Errorf("trace's default crash: %w", err)
 		}
@@ -171,8 +163,8 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 
 	w := stdout
 	fmt.Fprintf(w, "trace: %s on %s", cfg.Job, exec.Name())
-	if exec.Name() == "recordwise" {
-		fmt.Fprintf(w, " (%s barriers)", cfg.Barriers)
+	if v := exec.Traits().Variants; len(v.Values) > 0 && cfg.Options != nil {
+		fmt.Fprintf(w, " (%s %s)", cfg.Options.Variant(), v.Flag)
 	}
 	fmt.Fprintf(w, ", parallelism %d, input %s\n", cfg.Parallelism, strings.Join(sortedSpecs(cfg.Inputs), " "))
 	if len(cfg.Fails) > 0 {

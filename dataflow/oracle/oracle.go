@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -59,6 +58,19 @@ func Evaluate(ctx context.Context, j *job.Job, sources map[string]source.Source,
 		return nil, err
 	}
 	res.Table = table
+	return res, nil
+}
+
+// Stream evaluates j over sources like Evaluate, but hands the sink
+// stage's input batches (borrowed) to toSink instead of keeping them: the
+// reference executor writes them through its sink. The Result holds the
+// counts only.
+func Stream(ctx context.Context, j *job.Job, sources map[string]source.Source, alloc memory.Allocator,
+	toSink func(arrow.RecordBatch) error) (*Result, error) {
+	res := &Result{}
+	if err := evaluate(ctx, j, sources, alloc, res, toSink); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
@@ -201,51 +213,4 @@ func releaseAll(bs []arrow.RecordBatch) {
 	for _, b := range bs {
 		b.Release()
 	}
-}
-
-// Executor is the reference executor (--executor reference): the oracle
-// writing through the configured sink in a single epoch.
-type Executor struct{}
-
-// Name implements run.Executor.
-func (Executor) Name() string { return "reference" }
-
-// FailPoints implements run.Executor: the reference never fails.
-func (Executor) FailPoints() []string { return nil }
-
-// Workers implements run.Executor.
-func (Executor) Workers(run.Config) int { return 1 }
-
-// Run implements run.Executor.
-func (Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
-	start := time.Now()
-	w, err := env.Sink.Writer(0, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	const epoch = 1
-	res := &Result{}
-	var rowsOut int64
-	err = evaluate(ctx, env.Job, env.Sources, env.Alloc, res, func(b arrow.RecordBatch) error {
-		rowsOut += b.NumRows()
-		return w.Write(epoch, b)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Flush(epoch); err != nil {
-		return nil, err
-	}
-	if err := env.Sink.Commit(epoch); err != nil {
-		return nil, err
-	}
-	wall := time.Since(start)
-	return &run.Summary{
-		RecordsIn:     res.RecordsIn,
-		RowsOut:       rowsOut,
-		LateRows:      res.LateRows,
-		WallMs:        float64(wall.Microseconds()) / 1000,
-		ThroughputRPS: run.Rate(res.RecordsIn, wall),
-	}, nil
 }

@@ -262,11 +262,15 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 	s.Interrupted = interrupted
 	s.Job, s.Executor, s.SinkMode, s.OutputFormat = cfg.Job, exec.Name(), string(cfg.SinkMode), string(cfg.OutputFormat)
 	s.Inputs, s.Output, s.Parallelism = cfg.Inputs, cfg.Output, cfg.Parallelism
-	if exec.Name() == "recordwise" {
-		b := cfg.Barriers
-		s.Barriers = &b
+	tr := exec.Traits()
+	if len(tr.Variants.Values) > 0 {
+		v := tr.Variants.Values[0]
+		if cfg.Options != nil && cfg.Options.Variant() != "" {
+			v = cfg.Options.Variant()
+		}
+		s.Barriers = &v
 	}
-	if exec.Name() == "reference" {
+	if tr.Reference {
 		s.Parallelism = 1
 	} else if cfg.RunID != "" {
 		id := cfg.RunID

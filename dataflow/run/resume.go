@@ -42,12 +42,12 @@ type RunRecord struct {
 	OutputFormat string            `json:"output_format"`
 	// Seed is --seed: the seed of every gen: or push: input that names
 	// none.
-	Seed int64 `json:"seed"`
-	// Parallelism and the finite-job range are fixed for a disk-phase run:
-	// its units are cut from them (diskphase's run plan).
-	Parallelism int           `json:"parallelism"`
-	JobRecords  int64         `json:"job_records"`
-	JobInterval time.Duration `json:"job_interval"`
+	Seed        int64 `json:"seed"`
+	Parallelism int   `json:"parallelism"`
+	// Fixed are the executor's settings a resumed run must keep (flag and
+	// value, Options.Fixed): a disk-phase run's units are cut from its
+	// parallelism and finite-job range.
+	Fixed map[string]string `json:"fixed,omitempty"`
 	// Storage is the canonical URL of the run's durable storage, and
 	// S3Endpoint the endpoint it was reached at (s3:// only).
 	Storage    string    `json:"storage"`
@@ -63,7 +63,7 @@ type RunRecord struct {
 func RecordOf(cfg Config, storageURL, s3Endpoint string) RunRecord {
 	return RunRecord{RunID: cfg.RunID, Executor: cfg.Executor, Job: cfg.Job, Params: cfg.Params,
 		Inputs: absInputs(cfg.Inputs), SinkMode: string(cfg.SinkMode), OutputFormat: string(cfg.OutputFormat),
-		Seed: cfg.Seed, Parallelism: cfg.Parallelism, JobRecords: cfg.JobRecords, JobInterval: cfg.JobInterval,
+		Seed: cfg.Seed, Parallelism: cfg.Parallelism, Fixed: fixedOf(cfg),
 		Storage: storageURL, S3Endpoint: s3Endpoint, Started: time.Now().UTC()}
 }
 
@@ -85,9 +85,11 @@ func absInputs(in map[string]string) map[string]string {
 // Differences lists, as flag names with both values, where a run of cfg
 // would not continue the run r records: what the output is made of may not
 // change (job, inputs, --seed, job parameters, sink mode, format), nor
-// what a disk-phase run cut its units from. Parallelism (microbatch,
-// recordwise) and the timing flags may change; recordwise refuses a
-// parallelism change itself when the recovery point holds in-flight data.
+// the settings the executor's options call fixed (Options.Fixed: what a
+// disk-phase run cut its units from). Anything else may change, the
+// parallelism and timing flags of the other executors among it;
+// recordwise refuses a parallelism change itself when the recovery point
+// holds in-flight data.
 // Storage is compared apart, once it is open, by its canonical URL
 // (Store.URL): "st", "./st" and "file://st" are one place, and a relative
 // path from another directory is not.
@@ -110,12 +112,30 @@ func (r RunRecord) Differences(cfg Config) []string {
 	diff("--max-disorder", ms(r.Params.MaxDisorder), ms(cfg.Params.MaxDisorder))
 	diff("--sink-mode", r.SinkMode, string(cfg.SinkMode))
 	diff("--output-format", r.OutputFormat, string(cfg.OutputFormat))
-	if r.Executor == "diskphase" && cfg.Executor == "diskphase" {
-		diff("--parallelism", fmt.Sprint(r.Parallelism), fmt.Sprint(cfg.Parallelism))
-		diff("--job-records", fmt.Sprint(r.JobRecords), fmt.Sprint(cfg.JobRecords))
-		diff("--job-interval", r.JobInterval.String(), cfg.JobInterval.String())
+	if r.Executor == cfg.Executor {
+		// A setting recorded but no longer fixed, or fixed now but not
+		// recorded (a record of an older rewind), differs too: the
+		// recovery points may have been cut from it.
+		now := fixedOf(cfg)
+		union := maps.Clone(now)
+		if union == nil {
+			union = map[string]string{}
+		}
+		maps.Copy(union, r.Fixed)
+		flags := slices.Sorted(maps.Keys(union))
+		for _, flag := range flags {
+			diff(flag, r.Fixed[flag], now[flag])
+		}
 	}
 	return out
+}
+
+// fixedOf is what cfg's executor options say a resume must keep.
+func fixedOf(cfg Config) map[string]string {
+	if cfg.Options == nil {
+		return nil
+	}
+	return cfg.Options.Fixed(cfg)
 }
 
 func inputsText(in map[string]string) string {

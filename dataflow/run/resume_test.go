@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,10 +44,11 @@ func TestRunRecordRoundTrip(t *testing.T) {
 	if len(entries) != 1 || entries[0].Name() != RunRecordName {
 		t.Fatalf("directory holds %v, want only %s", entries, RunRecordName)
 	}
-	// Parallelism and timing may change on a resume.
-	cfg.Parallelism, cfg.Trigger = 7, 3
+	// Parallelism and settings the options do not fix may change on a
+	// resume.
+	cfg.Parallelism, cfg.Options = 7, cutOptions{interval: 3}
 	if d := got.Differences(cfg); len(d) != 0 {
-		t.Fatalf("parallelism and trigger must not count as differences: %v", d)
+		t.Fatalf("parallelism and an unfixed setting must not count as differences: %v", d)
 	}
 }
 
@@ -153,28 +155,50 @@ func TestValidRunID(t *testing.T) {
 	}
 }
 
-func TestRunRecordDiskPhaseKeepsItsUnits(t *testing.T) {
+// cutOptions are the options of an executor that cuts its work from the
+// parallelism and its --units (like diskphase), which a resume must keep.
+type cutOptions struct {
+	units    int
+	interval int // not fixed
+	fixed    bool
+}
+
+func (cutOptions) Variant() string              { return "" }
+func (o cutOptions) WithVariant(string) Options { return o }
+func (o cutOptions) Fixed(cfg Config) map[string]string {
+	if !o.fixed {
+		return nil
+	}
+	return map[string]string{"--parallelism": fmt.Sprint(cfg.Parallelism), "--units": fmt.Sprint(o.units)}
+}
+
+func TestRunRecordKeepsWhatTheOptionsFix(t *testing.T) {
 	cfg := resumeConfig()
-	cfg.Executor, cfg.Parallelism, cfg.JobRecords = "diskphase", 2, 4000
+	cfg.Parallelism, cfg.Options = 2, cutOptions{units: 4000, fixed: true}
 	rec := RecordOf(cfg, "file:///st", "")
 	for flag, change := range map[string]func(*Config){
-		"--parallelism":  func(c *Config) { c.Parallelism = 3 },
-		"--job-records":  func(c *Config) { c.JobRecords = 2000 },
-		"--job-interval": func(c *Config) { c.JobInterval = 5 },
+		"--parallelism": func(c *Config) { c.Parallelism = 3 },
+		"--units":       func(c *Config) { c.Options = cutOptions{units: 2000, fixed: true} },
 	} {
 		c := cfg
 		change(&c)
 		if d := rec.Differences(c); len(d) != 1 || !strings.HasPrefix(d[0], flag+" was ") {
-			t.Errorf("diskphase, changing %s: differences %q, want one naming %s", flag, d, flag)
+			t.Errorf("changing %s: differences %q, want one naming %s", flag, d, flag)
 		}
 	}
-	// The other executors may rescale on a resume.
+	// A record written without them (an older rewind's) differs in each.
+	old := rec
+	old.Fixed = nil
+	if d := old.Differences(cfg); len(d) != 2 {
+		t.Errorf("a record without the fixed settings: differences %q, want --parallelism and --units", d)
+	}
+	// Options that fix nothing may rescale on a resume.
 	mb := resumeConfig()
-	mb.Parallelism = 2
+	mb.Parallelism, mb.Options = 2, cutOptions{units: 4000}
 	rec = RecordOf(mb, "file:///st", "")
 	mb.Parallelism = 3
 	if d := rec.Differences(mb); len(d) != 0 {
-		t.Errorf("microbatch, changing --parallelism: differences %q, want none", d)
+		t.Errorf("changing --parallelism: differences %q, want none", d)
 	}
 }
 

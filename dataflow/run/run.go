@@ -23,11 +23,12 @@ import (
 
 // Config is everything `rewind run` was asked to do, already validated.
 type Config struct {
-	Job              string
-	Params           job.Params
-	Executor         string
-	Barriers         string // aligned | unaligned (record-wise only)
-	AlignmentTimeout time.Duration
+	Job      string
+	Params   job.Params
+	Executor string
+	// Options are the executor's own settings, its package's Options type
+	// (see Options); nil leaves them all unset.
+	Options Options
 	// Inputs maps job input names to source specs.
 	Inputs       map[string]string
 	Output       string
@@ -42,31 +43,8 @@ type Config struct {
 	StorageTimeout     time.Duration
 	StorageOutageLimit time.Duration
 	Parallelism        int
-	// CheckpointInterval drives record-wise recovery points; Trigger drives
-	// micro-batches.
-	CheckpointInterval time.Duration
-	Trigger            time.Duration
-	// Micro-batch: cap on records per batch (0 = no cap) and how many
-	// batches of logs and state versions are kept.
-	MaxBatchRecords int64
-	RetainedBatches int
-	// Record-wise: network buffer flush timeout, checkpoint timeout, how
-	// many complete recovery points are kept, and the modelled heartbeat
-	// timeout before a dead worker is noticed.
-	BufferTimeout       time.Duration
-	CheckpointTimeout   time.Duration
-	RetainedCheckpoints int
-	DetectDelay         time.Duration
-	// Disk-phase: the input range each finite job covers, by records or by
-	// time (0 = not set).
-	JobRecords  int64
-	JobInterval time.Duration
-	// LostPieceRecovery is how a lost stateless piece is recovered:
-	// lineage (rebuild it from its recorded derivation, package lineage) or
-	// rerun-batch (re-run the batch or unit that made it).
-	LostPieceRecovery string
-	Fails             []fault.Spec
-	Seed              int64
+	Fails              []fault.Spec
+	Seed               int64
 	// RunID names the run's namespace in durable storage. The CLI sets it
 	// (a new id, or the one --resume continues); empty means the executor
 	// picks a new one. An executor resumes from whatever its storage holds
@@ -146,23 +124,6 @@ func (e *Env) AttachDestination(ctx context.Context, runPrefix string) error {
 	// do, on the same clock, instead of failing a flush at the first
 	// unanswered call.
 	return a.Attach(sink.NewJournal(ctx, e.PatientStore().Store(), runPrefix))
-}
-
-// Executor runs a job under one recovery model.
-type Executor interface {
-	// Name is the value of --executor.
-	Name() string
-	// FailPoints lists the named crash points this executor has.
-	FailPoints() []string
-	// Workers is the number of workers the executor will run for cfg, so
-	// worker kills can be validated before the run.
-	Workers(cfg Config) int
-	// Run runs the job to the end of a bounded input (or until ctx is
-	// cancelled for an endless one), surviving the injected crashes, and
-	// returns its summary. Run does not call Sink.Finish; the caller does.
-	// An executor that keeps durable state sets env.Config.RunID to the
-	// run id it used.
-	Run(ctx context.Context, env *Env) (*Summary, error)
 }
 
 // NewRunID returns a fresh run id, the namespace of one run in durable

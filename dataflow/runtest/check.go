@@ -3,7 +3,6 @@ package runtest
 import (
 	"testing"
 
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
@@ -15,7 +14,7 @@ type Outcome struct {
 	Summary *run.Summary // the executor's summary, completed by run.Finish
 	Table   *sink.Table  // the output directory as sink.Resolve reads it
 	Stats   sink.Stats   // what sink.Resolve counted
-	Want    *oracle.Result
+	Want    *Want        // the reference's answer (Oracle)
 }
 
 // CheckOutput judges a run of a re-readable source: it succeeded; the
@@ -55,4 +54,19 @@ func CheckOutput(t testing.TB, what string, o Outcome) {
 	if o.Summary.LateRows != o.Want.LateRows {
 		t.Fatalf("%s: %d late rows, the oracle has %d", what, o.Summary.LateRows, o.Want.LateRows)
 	}
+}
+
+// ReadBack reads a finished run's output directory back with sink.Resolve
+// and, when want is set, returns the reference's answer for its
+// configuration (Oracle) beside it.
+func ReadBack(t testing.TB, env *run.Env, want bool) (*sink.Table, sink.Stats, *Want) {
+	t.Helper()
+	table, st, err := sink.Resolve(env.Config.Output, env.Job.Output)
+	if err != nil {
+		t.Fatalf("resolving output %s: %v", env.Config.Output, err)
+	}
+	if !want {
+		return table, st, nil
+	}
+	return table, st, Oracle(t, env.Config)
 }

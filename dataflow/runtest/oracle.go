@@ -3,52 +3,77 @@ package runtest
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/reference"
 )
 
-var oracleCache sync.Map // config key -> *oracle.Result
+// Reference is the executor every run is judged against: one thread, no
+// failures, its output resolved as an executor's is. The suite reaches it
+// only through this run.Executor value.
+var Reference run.Executor = reference.Executor{}
 
-// Oracle returns the oracle's answer for the job, parameters and inputs of
-// cfg. Many scenarios share a configuration and differ only in crashes, so
-// answers are cached for the test binary.
-func Oracle(t testing.TB, cfg run.Config) *oracle.Result {
+// Want is the reference's answer for a run configuration.
+type Want struct {
+	Table     *sink.Table // its output, as sink.Resolve reads it
+	LateRows  int64
+	RecordsIn int64
+}
+
+var oracleCache sync.Map // config key -> *Want
+
+// Oracle returns the reference's answer for the job, parameters and inputs
+// of cfg: Reference runs them, unpaced, into a fresh transactional CSV
+// output on a RAM disk (how rows are delivered does not change what
+// resolves), with a checked allocator that must end at zero. Many
+// scenarios share a configuration and differ only in crashes, so answers
+// are cached for the test binary.
+func Oracle(t testing.TB, cfg run.Config) *Want {
 	t.Helper()
 	key := fmt.Sprintf("%s|%v|%v|%d", cfg.Job, cfg.Params, cfg.Inputs, cfg.Seed)
 	if r, ok := oracleCache.Load(key); ok {
-		return r.(*oracle.Result)
+		return r.(*Want)
 	}
-	j, err := job.Build(cfg.Job, cfg.Params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcs := map[string]source.Source{}
+	ref := run.Config{Job: cfg.Job, Params: cfg.Params, Executor: Reference.Name(), Inputs: map[string]string{},
+		Output: filepath.Join(FastDir(t, "rewind-ref-", false), "out"), OutputFormat: sink.CSV, SinkMode: sink.Transactional,
+		Parallelism: 1, Seed: cfg.Seed}
 	for n, spec := range cfg.Inputs {
-		s, err := source.Open(unpaced(spec), source.Options{DefaultSeed: cfg.Seed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		srcs[n] = s
+		ref.Inputs[n] = unpaced(spec)
 	}
-	res, err := oracle.Evaluate(context.Background(), j, srcs, memory.NewGoAllocator())
+	ctx := context.Background()
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	env, err := run.Prepare(ctx, ref, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), false, run.OutputRequireEmpty)
 	if err != nil {
-		t.Fatalf("oracle: %v", err)
+		t.Fatalf("reference: prepare: %v", err)
 	}
-	oracleCache.Store(key, res)
-	return res
+	s, err := Reference.Run(ctx, env)
+	if err == nil {
+		err = run.Finish(env, s)
+	}
+	if cerr := env.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("reference: %v", err)
+	}
+	alloc.AssertSize(t, 0)
+	table, _, _ := ReadBack(t, env, false)
+	w := &Want{Table: table, LateRows: s.LateRows, RecordsIn: s.RecordsIn}
+	oracleCache.Store(key, w)
+	return w
 }
 
-// unpaced drops the rate option of a generator spec: the oracle reads the
-// same records, only without waiting for them.
+// unpaced drops the rate option of a generator spec: the reference reads
+// the same records, only without waiting for them.
 func unpaced(spec string) string {
 	i := strings.Index(spec, ",rate=")
 	if i < 0 {

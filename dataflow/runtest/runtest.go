@@ -1,13 +1,17 @@
 // Package runtest is test support for whole runs of an executor
-// (microbatch, diskphase, recordwise): the suite's TestMain with a goroutine
-// leak check, fresh directories on a RAM disk, generated inputs for a built-in
-// job, the oracle's answer for a run configuration (cached), a judge of a
-// finished run's output against that answer, an independent duplicate
-// counter, and the S3 location of a test.
+// (microbatch, diskphase, recordwise): the conformance suite every executor
+// runs (Conformance: seeded random crash schedules, the resumed-process
+// bill, the recovery points of a listing), the suite's TestMain with a
+// goroutine leak check, fresh directories on a RAM disk, generated inputs
+// for a built-in job, the reference executor's answer for a run
+// configuration (cached), a judge of a finished run's output against that
+// answer, an independent duplicate counter, and the S3 location of a test.
 //
-// Only _test.go files import it. It imports no executor, so every executor's
-// tests can use it; what differs per executor (flags, scenarios, protocol
-// checks) stays in the executor's own tests.
+// Only _test.go files import it. It imports no executor but the reference
+// (through one run.Executor value, Reference), so every executor's tests
+// can use it; what differs per executor (its settings, fail points, storage
+// layout, protocol checks) is in the Subject it hands the suite, or stays
+// in the executor's own tests.
 package runtest
 
 import (

@@ -7,15 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
-	"github.com/rewind-engine/rewind/dataflow/oracle"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -176,7 +177,7 @@ func finished(t *testing.T, format sink.Format) runtest.Outcome {
 		Env:     &run.Env{Config: run.Config{Output: dir, OutputFormat: format, SinkMode: sink.Append}, Job: &job.Job{Output: layout}},
 		Summary: &run.Summary{SinkDuplicateRows: st.DuplicateRows, SinkConflictingRows: st.ConflictingRows, LateRows: 3},
 		Table:   table, Stats: st,
-		Want: &oracle.Result{Table: want, LateRows: 3},
+		Want: &runtest.Want{Table: want, LateRows: 3},
 	}
 }
 
@@ -281,6 +282,78 @@ func TestGenInputs(t *testing.T) {
 	} {
 		if got := c.gen.Inputs(c.job); !maps.Equal(got, c.want) {
 			t.Errorf("%+v.Inputs(%s) = %v, want %v", c.gen, c.job, got, c.want)
+		}
+	}
+}
+
+func TestCheckRecoveryPoints(t *testing.T) {
+	got := []run.RecoveryPoint{
+		{Executor: "x", Run: "j/r", Kind: "batch", ID: 0, Complete: true, Status: "committed", Objects: 2, Bytes: 30},
+		{Executor: "x", Run: "j/r", Kind: "batch", ID: 1, Status: "no commit entry", Objects: 1, Bytes: 20},
+	}
+	want := []runtest.WantPoint{
+		{Run: "j/r", ID: 0, Complete: true, Objects: 2, Bytes: 30, Status: "commit"},
+		{Run: "j/r", ID: 1, Objects: 1, Bytes: 20, Status: "no commit"},
+	}
+	if msg := fails(t, func(tb testing.TB) { runtest.CheckRecoveryPoints(tb, "x", "batch", got, want) }); msg != "" {
+		t.Fatalf("the wanted points fail: %s", msg)
+	}
+	if msg := fails(t, func(tb testing.TB) { runtest.CheckRecoveryPoints(tb, "x", "batch", got[:1], want) }); !strings.Contains(msg, "1 recovery points, want 2") {
+		t.Fatalf("a missing point: failed with %q", msg)
+	}
+	for name, spoil := range map[string]func(w *runtest.WantPoint){
+		"id": func(w *runtest.WantPoint) { w.ID = 5 }, "complete": func(w *runtest.WantPoint) { w.Complete = true },
+		"objects": func(w *runtest.WantPoint) { w.Objects = 3 }, "bytes": func(w *runtest.WantPoint) { w.Bytes = 21 },
+		"status": func(w *runtest.WantPoint) { w.Status = "committed" }, "run": func(w *runtest.WantPoint) { w.Run = "j/other" },
+	} {
+		w := slices.Clone(want)
+		spoil(&w[1])
+		// CheckRecoveryPoints reports every wrong point with Errorf.
+		rec := &errorTB{TB: t}
+		runtest.CheckRecoveryPoints(rec, "x", "batch", got, w)
+		if !strings.Contains(rec.msg, "recovery point 1 is") {
+			t.Errorf("%s: a wrong point passes (%q)", name, rec.msg)
+		}
+	}
+	rec := &errorTB{TB: t}
+	runtest.CheckRecoveryPoints(rec, "x", "checkpoint", got, want)
+	if !strings.Contains(rec.msg, "recovery point 0 is") {
+		t.Errorf("a point of another kind passes (%q)", rec.msg)
+	}
+}
+
+// errorTB records what a helper reports with Errorf instead of failing.
+type errorTB struct {
+	testing.TB
+	msg string
+}
+
+func (e *errorTB) Errorf(format string, args ...any) { e.msg += fmt.Sprintf(format, args...) + "\n" }
+
+func TestCheckCrashes(t *testing.T) {
+	outcome := func(fired, crashes, recoveries int) runtest.Outcome {
+		inj := fault.NewInjector(nil)
+		inj.Fired = make([]fault.Spec, fired)
+		return runtest.Outcome{Env: &run.Env{Faults: inj}, Summary: &run.Summary{Crashes: crashes, Recoveries: make([]run.Recovery, recoveries)}}
+	}
+	for _, c := range []struct {
+		fired, crashes, recoveries int
+		exact, coalesced           bool // whether each check accepts it
+	}{
+		{0, 0, 0, true, true},
+		{2, 2, 2, true, true},
+		{2, 1, 1, false, true},
+		{2, 2, 1, false, false},
+		{2, 0, 0, false, false},
+		{1, 2, 2, false, false},
+	} {
+		o := outcome(c.fired, c.crashes, c.recoveries)
+		what := fmt.Sprintf("%d fired, %d crashes, %d recoveries", c.fired, c.crashes, c.recoveries)
+		if msg := fails(t, func(tb testing.TB) { runtest.CheckCrashes(tb, what, o) }); (msg == "") != c.exact {
+			t.Errorf("CheckCrashes on %s: failed with %q", what, msg)
+		}
+		if msg := fails(t, func(tb testing.TB) { runtest.CheckCoalescedCrashes(tb, what, o) }); (msg == "") != c.coalesced {
+			t.Errorf("CheckCoalescedCrashes on %s: failed with %q", what, msg)
 		}
 	}
 }

@@ -15,14 +15,20 @@ import (
 //
 // The concrete types are Process, Buffered, BlockChannel, UnblockChannel,
 // AlignmentStarted, Snapshot, ForwardBarrier, PersistChannelState,
-// StartTimer, CancelTimer, PartComplete, AbortCheckpoint and InputEnded.
+// StartTimer, CancelTimer, PartComplete, AbortCheckpoint, InputEnded and
+// Fail; the set is closed (the marker method is unexported).
 type Action interface {
 	isAction()
+	String() string
 }
 
 // Process tells the loop to run the operator on the record now. Replayed
 // marks a record the handler had buffered from a blocked channel and now
 // releases, in its original arrival order.
+//
+// Unlike the other actions it comes as a pointer, *Process[T], into a
+// buffer the handler reuses (valid until the next Step like the slice):
+// boxing a value this size in an Action would allocate once per record.
 type Process[T any] struct {
 	Channel  Channel
 	Item     Item[T]
@@ -140,7 +146,15 @@ type AbortCheckpoint struct {
 // InputEnded reports that every input channel has ended.
 type InputEnded struct{}
 
-func (Process[T]) isAction()             {}
+// Fail reports an input the handler cannot take: a channel out of range,
+// input on a channel after its end, or an input of another item type. It
+// can only be a bug in the loop, so the loop stops the subtask with Err.
+// The handler's state is as it was before the input.
+type Fail struct {
+	Err error
+}
+
+func (*Process[T]) isAction()            {}
 func (Buffered) isAction()               {}
 func (BlockChannel) isAction()           {}
 func (UnblockChannel) isAction()         {}
@@ -153,6 +167,7 @@ func (CancelTimer) isAction()            {}
 func (PartComplete) isAction()           {}
 func (AbortCheckpoint) isAction()        {}
 func (InputEnded) isAction()             {}
+func (Fail) isAction()                   {}
 
 // AbortReason says why a subtask gave a checkpoint up.
 type AbortReason uint8
@@ -175,4 +190,65 @@ func (r AbortReason) String() string {
 		return "canceled"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+func (a *Process[T]) String() string {
+	s := fmt.Sprintf("process ch=%d value=%v", a.Channel, a.Item.Value)
+	if a.Replayed {
+		s += " replayed"
+	}
+	return s
+}
+
+func (a Buffered) String() string {
+	return fmt.Sprintf("buffered cp=%d ch=%d records=%d bytes=%d", a.Checkpoint, a.Channel, a.Records, a.Bytes)
+}
+
+func (a BlockChannel) String() string {
+	return fmt.Sprintf("block cp=%d ch=%d", a.Checkpoint, a.Channel)
+}
+
+func (a UnblockChannel) String() string { return fmt.Sprintf("unblock ch=%d", a.Channel) }
+
+func (a AlignmentStarted) String() string {
+	return fmt.Sprintf("alignment-started cp=%d first-ch=%d", a.Checkpoint, a.FirstChannel)
+}
+
+func (a Snapshot) String() string {
+	return fmt.Sprintf("snapshot cp=%d", a.Checkpoint) + flag(a.Unaligned, " unaligned") + flag(a.TimedOut, " timed-out")
+}
+
+func (a ForwardBarrier) String() string {
+	return fmt.Sprintf("forward-barrier cp=%d", a.Checkpoint) + flag(a.Overtaking, " overtaking")
+}
+
+func (a PersistChannelState[T]) String() string {
+	return fmt.Sprintf("persist cp=%d ch=%d value=%v", a.Checkpoint, a.Channel, a.Item.Value)
+}
+
+func (a StartTimer) String() string {
+	return fmt.Sprintf("start-timer cp=%d after=%v", a.Checkpoint, a.After)
+}
+
+func (a CancelTimer) String() string { return fmt.Sprintf("cancel-timer cp=%d", a.Checkpoint) }
+
+func (a PartComplete) String() string {
+	return fmt.Sprintf("part-complete cp=%d first-ch=%d", a.Checkpoint, a.FirstChannel) +
+		flag(a.Unaligned, " unaligned") + flag(a.TimedOut, " timed-out") +
+		fmt.Sprintf(" buffered=%d/%dB persisted=%d/%dB", a.BufferedRecords, a.BufferedBytes, a.PersistedRecords, a.PersistedBytes)
+}
+
+func (a AbortCheckpoint) String() string {
+	return fmt.Sprintf("abort cp=%d reason=%v", a.Checkpoint, a.Reason) + flag(a.SnapshotTaken, " snapshot-taken")
+}
+
+func (InputEnded) String() string { return "input-ended" }
+
+func (a Fail) String() string { return fmt.Sprintf("fail: %v", a.Err) }
+
+func flag(on bool, s string) string {
+	if on {
+		return s
+	}
+	return ""
 }

@@ -1,18 +1,3 @@
-// Package barrier is the pure protocol core that turns the barriers reaching
-// one operator subtask on its N input channels into a snapshot covering
-// exactly one prefix of every channel: aligned, unaligned, or aligned with a
-// timeout that switches a slow checkpoint to unaligned.
-//
-// Like etcd's raft, a Handler performs no I/O, starts no goroutine and reads
-// no clock. The I/O loop that owns the subtask calls one input method per
-// event it reads (a record, a barrier, the end of a channel, a timer it was
-// asked to run, a cancellation) and carries out the returned actions in
-// order: process a record, snapshot, forward the barrier, persist channel
-// state, block or unblock a channel, start a timer, ack or decline.
-//
-// Each phase of a checkpoint is its own type (waitingForFirstBarrier,
-// collectingAligned, collectingUnaligned) so that what may happen in each
-// phase can be read off one type's methods.
 package barrier
 
 import (
@@ -58,13 +43,8 @@ type event[T any] struct {
 // With the coordinator's default of one pending checkpoint this only
 // happens when an upstream subtask gave the older checkpoint up.
 //
-// Input methods panic on misuse that can only be a bug in the loop: a
-// channel out of range, or input on a channel after its end.
-//
-// Each input method returns the actions it decided, in order. The returned
-// slice belongs to the handler and is only valid until the next call of an
-// input method: carry the actions out (or copy them) before feeding the
-// handler again.
+// Misuse that can only be a bug in the loop (a channel out of range, or
+// input on a channel after its end) comes out of Step as a Fail action.
 //
 // A Handler is not safe for concurrent use.
 type Handler[T any] struct {
@@ -79,6 +59,7 @@ type Handler[T any] struct {
 	latest checkpoint.ID
 	queue  []event[T] // events held back from blocked channels, arrival order
 	out    []Action
+	procs  []Process[T] // what the *Process actions in out point to
 }
 
 // New returns a handler for a subtask with channels input channels.
@@ -98,48 +79,40 @@ func New[T any](channels int, mode Mode) (*Handler[T], error) {
 	}, nil
 }
 
-// Record handles a record (or batch) arriving on channel c. The result is
-// Process, or Buffered if the channel is blocked; in unaligned checkpoints
-// it may be preceded by PersistChannelState.
-func (h *Handler[T]) Record(c Channel, it Item[T]) []Action {
-	h.input(c, "record")
-	h.dispatch(event[T]{kind: recordEvent, ch: c, item: it})
-	return h.flush()
-}
-
-// Barrier handles barrier id arriving on channel c. Each channel's events
-// must be delivered in channel order: a barrier must not be handed over
-// ahead of records the loop has already queued before it on that channel
-// (as Flink's priority barriers do), because the handler would take those
-// records for post-barrier ones and neither snapshot nor persist them.
-func (h *Handler[T]) Barrier(c Channel, id checkpoint.ID) []Action {
-	h.input(c, "barrier")
-	h.dispatch(event[T]{kind: barrierEvent, ch: c, id: id})
-	return h.flush()
-}
-
-// EndOfChannel handles the end of channel c. An ended channel counts as
-// having delivered every later barrier.
-func (h *Handler[T]) EndOfChannel(c Channel) []Action {
-	h.input(c, "end")
-	h.closed[c] = true
-	h.dispatch(event[T]{kind: endEvent, ch: c})
-	return h.flush()
-}
-
-// TimerFired handles the alignment timer of checkpoint id, which the loop
-// started on StartTimer. A timer for a checkpoint that is no longer
-// aligning is ignored, so the loop need not cancel timers reliably.
-func (h *Handler[T]) TimerFired(id checkpoint.ID) []Action {
-	h.st.timerFired(h, id)
-	return h.flush()
-}
-
-// Cancel aborts checkpoint id here (the coordinator abandoned it, or a
-// cancel marker for it arrived). Barriers of id that arrive later are
-// dropped. Cancelling a newer checkpoint than the pending one aborts both.
-func (h *Handler[T]) Cancel(id checkpoint.ID) []Action {
-	h.st.cancel(h, id)
+// Step takes one input and returns the actions it decided, in order. The
+// returned slice belongs to the handler and is only valid until the next
+// Step: carry the actions out (or copy what you keep) before stepping
+// again. Reusing it keeps the record path free of allocations.
+func (h *Handler[T]) Step(in Input) []Action {
+	// The previous result is void now: drop its values, which the loop
+	// owns, and reuse the buffer.
+	clear(h.procs)
+	h.procs = h.procs[:0]
+	// Each case reads its fields out of the concrete input; nothing keeps
+	// in itself, so a caller's Record stays on its stack.
+	switch in := in.(type) {
+	case Record[T]:
+		if h.takes(in.Channel, "record") {
+			h.dispatch(event[T]{kind: recordEvent, ch: in.Channel, item: in.Item})
+		}
+	case Barrier:
+		if h.takes(in.Channel, "barrier") {
+			h.dispatch(event[T]{kind: barrierEvent, ch: in.Channel, id: in.Checkpoint})
+		}
+	case EndOfChannel:
+		if h.takes(in.Channel, "end") {
+			h.closed[in.Channel] = true
+			h.dispatch(event[T]{kind: endEvent, ch: in.Channel})
+		}
+	case TimerFired:
+		h.st.timerFired(h, in.Checkpoint)
+	case Cancel:
+		h.st.cancel(h, in.Checkpoint)
+	default:
+		// Naming in's type here would make every input escape to the
+		// heap; the only input type left is a Record of another T.
+		h.emit(Fail{Err: fmt.Errorf("barrier: an input this handler does not take (a record of another item type?) while %s", h.st.name())})
+	}
 	return h.flush()
 }
 
@@ -160,16 +133,29 @@ func (h *Handler[T]) State() string { return h.st.name() }
 // Mode returns the handler's mode.
 func (h *Handler[T]) Mode() Mode { return h.mode }
 
-func (h *Handler[T]) input(c Channel, what string) {
-	if c < 0 || int(c) >= len(h.closed) {
-		panic(fmt.Sprintf("barrier: %s on channel %d of %d", what, c, len(h.closed)))
+// takes reports whether channel c may deliver input now, and emits Fail
+// if not.
+func (h *Handler[T]) takes(c Channel, what string) bool {
+	switch {
+	case c < 0 || int(c) >= len(h.closed):
+		h.emit(Fail{Err: fmt.Errorf("barrier: %s on channel %d of %d while %s", what, c, len(h.closed), h.st.name())})
+		return false
+	case h.closed[c]:
+		h.emit(Fail{Err: fmt.Errorf("barrier: %s on channel %d after its end while %s", what, c, h.st.name())})
+		return false
 	}
-	if h.closed[c] {
-		panic(fmt.Sprintf("barrier: %s on channel %d after its end", what, c))
-	}
+	return true
 }
 
 func (h *Handler[T]) emit(a Action) { h.out = append(h.out, a) }
+
+// process emits a Process action without allocating: it points into procs.
+// When append moves procs, the actions already emitted keep pointing at
+// the old array, which still holds their values.
+func (h *Handler[T]) process(c Channel, it Item[T], replayed bool) {
+	h.procs = append(h.procs, Process[T]{Channel: c, Item: it, Replayed: replayed})
+	h.emit(&h.procs[len(h.procs)-1])
+}
 
 // flush returns the actions of the current call and makes the buffer ready
 // for the next one. Reusing it saves an allocation per record on the hot

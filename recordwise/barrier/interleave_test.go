@@ -177,11 +177,7 @@ func multinomial(lens ...int) int {
 // driver is what the checker drives: a Handler, or a deliberately broken
 // wrapper around one.
 type driver interface {
-	Record(Channel, Item[int]) []Action
-	Barrier(Channel, checkpoint.ID) []Action
-	EndOfChannel(Channel) []Action
-	TimerFired(checkpoint.ID) []Action
-	Cancel(checkpoint.ID) []Action
+	Step(Input) []Action
 }
 
 // model applies a handler's actions to a model of the operator: the set of
@@ -207,7 +203,7 @@ type model struct {
 func (m *model) apply(as []Action) error {
 	for i, a := range as {
 		switch a := a.(type) {
-		case Process[int]:
+		case *Process[int]:
 			r := a.Item.Value
 			bit := uint64(1) << r
 			if m.processed&bit != 0 {
@@ -262,7 +258,7 @@ func (m *model) apply(as []Action) error {
 			if m.processed&(1<<r) != 0 || m.chState[n]&(1<<r) != 0 {
 				return fmt.Errorf("checkpoint %d: record %d persisted after processing or twice", n, r)
 			}
-			p, ok := nextAction[Process[int]](as[i+1:])
+			p, ok := nextAction[*Process[int]](as[i+1:])
 			if !ok || p.Item.Value != r {
 				return fmt.Errorf("checkpoint %d: persisted record %d is not processed next", n, r)
 			}
@@ -337,21 +333,22 @@ func ids(mask uint64) []int {
 func (s *scenario) check(d driver, mode Mode, order []ev) error {
 	m := &model{s: s, mode: mode}
 	for _, e := range order {
-		var as []Action
+		var in Input
 		switch e.kind {
 		case evRecord:
-			as = d.Record(e.ch, Item[int]{Value: e.rec, Records: 1, Bytes: 10})
+			in = Record[int]{e.ch, Item[int]{Value: e.rec, Records: 1, Bytes: 10}}
 		case evBarrier:
-			as = d.Barrier(e.ch, e.id)
+			in = Barrier{e.ch, e.id}
 		case evEnd:
 			m.ended++
-			as = d.EndOfChannel(e.ch)
+			in = EndOfChannel{e.ch}
 		case evTimer:
-			as = d.TimerFired(e.id)
+			in = TimerFired{e.id}
 		case evCancel:
 			m.canceled[e.id] = true
-			as = d.Cancel(e.id)
+			in = Cancel{e.id}
 		}
+		as := d.Step(in)
 		if err := m.apply(as); err != nil {
 			return err
 		}
@@ -450,20 +447,23 @@ func TestEveryInterleavingGivesAConsistentCut(t *testing.T) {
 // of channels that already delivered the barrier, it processes them at once.
 type leakyAligned struct{ *Handler[int] }
 
-func (l leakyAligned) Record(c Channel, it Item[int]) []Action {
-	if l.Blocked(c) {
-		return []Action{Process[int]{Channel: c, Item: it}}
+func (l leakyAligned) Step(in Input) []Action {
+	if r, ok := in.(Record[int]); ok && l.Blocked(r.Channel) {
+		return []Action{&Process[int]{Channel: r.Channel, Item: r.Item}}
 	}
-	return l.Handler.Record(c, it)
+	return l.Handler.Step(in)
 }
 
 // forgetfulUnaligned is a broken unaligned handler: it never persists
 // channel state.
 type forgetfulUnaligned struct{ *Handler[int] }
 
-func (f forgetfulUnaligned) Record(c Channel, it Item[int]) []Action {
+func (f forgetfulUnaligned) Step(in Input) []Action {
+	if _, ok := in.(Record[int]); !ok {
+		return f.Handler.Step(in)
+	}
 	var out []Action
-	for _, a := range f.Handler.Record(c, it) {
+	for _, a := range f.Handler.Step(in) {
 		if _, ok := a.(PersistChannelState[int]); !ok {
 			out = append(out, a)
 		}
@@ -477,11 +477,15 @@ func (f forgetfulUnaligned) Record(c Channel, it Item[int]) []Action {
 // records into the checkpoint (they would be applied twice after a restore).
 type persistHeld struct{ *Handler[int] }
 
-func (p persistHeld) TimerFired(id checkpoint.ID) []Action {
+func (p persistHeld) Step(in Input) []Action {
+	tf, ok := in.(TimerFired)
+	if !ok {
+		return p.Handler.Step(in)
+	}
 	var out []Action
-	for _, a := range p.Handler.TimerFired(id) {
-		if pr, ok := a.(Process[int]); ok && pr.Replayed {
-			out = append(out, PersistChannelState[int]{Checkpoint: id, Channel: pr.Channel, Item: pr.Item})
+	for _, a := range p.Handler.Step(in) {
+		if pr, ok := a.(*Process[int]); ok && pr.Replayed {
+			out = append(out, PersistChannelState[int]{Checkpoint: tf.Checkpoint, Channel: pr.Channel, Item: pr.Item})
 		}
 		out = append(out, a)
 	}

@@ -26,7 +26,7 @@ func (waitingForFirstBarrier[T]) channelEnded(*Handler[T], Channel)     {}
 func (waitingForFirstBarrier[T]) timerFired(*Handler[T], checkpoint.ID) {}
 
 func (waitingForFirstBarrier[T]) record(h *Handler[T], c Channel, it Item[T], replayed bool) {
-	h.emit(Process[T]{Channel: c, Item: it, Replayed: replayed})
+	h.process(c, it, replayed)
 }
 
 func (waitingForFirstBarrier[T]) barrier(h *Handler[T], c Channel, id checkpoint.ID) {
@@ -98,7 +98,7 @@ func (s *collectingAligned[T]) name() string          { return "collecting align
 func (s *collectingAligned[T]) blocks(c Channel) bool { return s.arrived[c] }
 
 func (s *collectingAligned[T]) record(h *Handler[T], c Channel, it Item[T], replayed bool) {
-	h.emit(Process[T]{Channel: c, Item: it, Replayed: replayed})
+	h.process(c, it, replayed)
 }
 
 func (s *collectingAligned[T]) barrier(h *Handler[T], c Channel, id checkpoint.ID) {
@@ -198,7 +198,7 @@ func (s *collectingUnaligned[T]) record(h *Handler[T], c Channel, it Item[T], re
 		s.perRecords += it.Records
 		s.perBytes += it.Bytes
 	}
-	h.emit(Process[T]{Channel: c, Item: it, Replayed: replayed})
+	h.process(c, it, replayed)
 }
 
 func (s *collectingUnaligned[T]) barrier(h *Handler[T], c Channel, id checkpoint.ID) {

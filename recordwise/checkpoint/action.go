@@ -42,10 +42,12 @@ type TaskPart struct {
 
 // Action is an instruction for the I/O loop. The concrete types are
 // InjectBarrier, ScheduleTimeout, WriteMetadata, NotifyComplete, Abort,
-// DiscardParts, DeleteOld and TriggerSkipped. Actions returned by one call
-// must be carried out in the order given.
+// DiscardParts, DeleteOld, TriggerSkipped and Fail; the set is closed (the
+// marker method is unexported). Actions returned by one Step must be
+// carried out in the order given.
 type Action interface {
 	isAction()
+	String() string
 }
 
 // InjectBarrier asks every source to start checkpoint ID: record its read
@@ -56,7 +58,7 @@ type InjectBarrier struct {
 	At time.Time // the trigger time passed to Trigger
 }
 
-// ScheduleTimeout asks the loop to call Coordinator.Timeout(ID) after After.
+// ScheduleTimeout asks the loop to step a Timeout for ID after After.
 // The loop need not cancel it: a timeout for a finished checkpoint is ignored.
 type ScheduleTimeout struct {
 	ID    ID
@@ -120,6 +122,12 @@ type TriggerSkipped struct {
 	Pending []ID
 }
 
+// Fail reports an input the coordinator cannot take; it can only be a bug
+// in the loop, which stops with Err. The coordinator is left as it was.
+type Fail struct {
+	Err error
+}
+
 func (InjectBarrier) isAction()   {}
 func (ScheduleTimeout) isAction() {}
 func (WriteMetadata) isAction()   {}
@@ -128,6 +136,7 @@ func (Abort) isAction()           {}
 func (DiscardParts) isAction()    {}
 func (DeleteOld) isAction()       {}
 func (TriggerSkipped) isAction()  {}
+func (Fail) isAction()            {}
 
 // Reason says why a checkpoint was abandoned.
 type Reason uint8
@@ -179,3 +188,44 @@ func (r Reason) String() string {
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
+
+func (a InjectBarrier) String() string {
+	return fmt.Sprintf("inject-barrier cp=%d at=%s", a.ID, clock(a.At))
+}
+
+func (a ScheduleTimeout) String() string {
+	return fmt.Sprintf("schedule-timeout cp=%d after=%v", a.ID, a.After)
+}
+
+func (a WriteMetadata) String() string {
+	s := fmt.Sprintf("write-metadata cp=%d", a.ID)
+	for _, p := range a.Parts {
+		s += fmt.Sprintf(" %s=%s", p.Task, p.Part.Key)
+	}
+	return s
+}
+
+func (a NotifyComplete) String() string {
+	return fmt.Sprintf("notify-complete cp=%d %v", a.ID, a.Stats)
+}
+
+func (a Abort) String() string {
+	s := fmt.Sprintf("abort cp=%d reason=%q", a.ID, a.Reason.String())
+	if a.Task != "" {
+		s += fmt.Sprintf(" task=%s", a.Task)
+	}
+	if a.Detail != "" {
+		s += fmt.Sprintf(" detail=%q", a.Detail)
+	}
+	return s + " " + a.Stats.String()
+}
+
+func (a DiscardParts) String() string { return fmt.Sprintf("discard-parts cp=%d", a.ID) }
+
+func (a DeleteOld) String() string { return fmt.Sprintf("delete-old cps=%v", a.IDs) }
+
+func (a TriggerSkipped) String() string {
+	return fmt.Sprintf("trigger-skipped at=%s pending=%v", clock(a.At), a.Pending)
+}
+
+func (a Fail) String() string { return fmt.Sprintf("fail: %v", a.Err) }

@@ -128,6 +128,12 @@ func (s Stats) Duration() time.Duration {
 	return s.Finished.Sub(s.Triggered)
 }
 
+// String prints the figures of a checkpoint in one line, for traces.
+func (s Stats) String() string {
+	return fmt.Sprintf("(%v, %d acks, state=%dB, in-flight=%d/%dB, took %v)",
+		s.Status, len(s.Acks), s.StateBytes, s.InFlightRecords, s.InFlightBytes, s.Duration())
+}
+
 // Counts counts checkpoints by outcome. Triggered = Completed + Failed +
 // Aborted + the ones still pending; Skipped counts triggers that started
 // nothing.
@@ -146,8 +152,9 @@ type pending struct {
 	durable int       // acks whose part is durable
 }
 
-// Coordinator is the checkpoint coordinator's state machine. It is not safe
-// for concurrent use; the I/O loop owns it and calls it from one goroutine.
+// Coordinator is the checkpoint coordinator's state machine: inputs go in
+// through Step, actions come out. It is not safe for concurrent use; the
+// I/O loop owns it and calls it from one goroutine.
 type Coordinator struct {
 	cfg       Config
 	taskIndex map[TaskID]int
@@ -221,13 +228,37 @@ func orDefault(name string, v, def int) (int, error) {
 	return v, nil
 }
 
-// Trigger starts the next checkpoint at time now, unless MaxConcurrent
-// checkpoints are already pending: then the trigger is skipped
-// (TriggerSkipped, Counts.Skipped) rather than queued or subsuming the
-// pending one. Skipping is Flink's default and keeps the pending checkpoint
-// alive: subsuming it would, under steady backpressure, abort every
-// checkpoint before it could finish. After Stop, Trigger does nothing.
-func (c *Coordinator) Trigger(now time.Time) []Action {
+// Step takes one input and returns the actions it decided; carry them out
+// in the order given. The returned slice is only valid until the next
+// Step: copy what you keep. (Today every Step returns a fresh slice, but
+// that is not part of the contract.) An input of a type the coordinator
+// does not know comes out as Fail.
+func (c *Coordinator) Step(in Input) []Action {
+	switch in := in.(type) {
+	case Trigger:
+		return c.trigger(in.Now)
+	case Ack:
+		return c.ack(in.Now, in.ID, in.Task, in.Part)
+	case PartsWritten:
+		return c.partsWritten(in.Now, in.ID)
+	case MetadataWritten:
+		return c.metadataWritten(in.Now, in.ID)
+	case MetadataFailed:
+		return c.metadataFailed(in.Now, in.ID, in.Err)
+	case Decline:
+		return c.decline(in.Now, in.ID, in.Task, in.Reason)
+	case Timeout:
+		return c.timeout(in.Now, in.ID)
+	case TaskFailed:
+		return c.taskFailed(in.Now, in.Task)
+	case Stop:
+		return c.stop(in.Now)
+	}
+	return []Action{Fail{Err: fmt.Errorf("checkpoint: coordinator does not take input %T", in)}}
+}
+
+// trigger handles Trigger (see its doc).
+func (c *Coordinator) trigger(now time.Time) []Action {
 	if c.stopped {
 		return nil
 	}
@@ -248,12 +279,8 @@ func (c *Coordinator) Trigger(now time.Time) []Action {
 	}
 }
 
-// Ack records that task saved its part of checkpoint id. Once every task
-// has acknowledged and every part is durable it returns WriteMetadata. An
-// ack for an unknown, finished or abandoned checkpoint, from an unknown
-// task, or repeating an already durable part is ignored: after an abort the
-// loop may still be delivering acks that were sent before it.
-func (c *Coordinator) Ack(now time.Time, id ID, task TaskID, part Part) []Action {
+// ack handles Ack (see its doc).
+func (c *Coordinator) ack(now time.Time, id ID, task TaskID, part Part) []Action {
 	p := c.collecting(id)
 	if p == nil {
 		return nil
@@ -277,11 +304,8 @@ func (c *Coordinator) Ack(now time.Time, id ID, task TaskID, part Part) []Action
 	return c.maybeWriteMetadata(now, p)
 }
 
-// PartsWritten is the loop's confirmation that every part acknowledged so
-// far for checkpoint id is durable, for parts the tasks reported with
-// Durable false (for instance because the loop uploads them itself). Parts
-// acknowledged after this call need their own confirmation.
-func (c *Coordinator) PartsWritten(now time.Time, id ID) []Action {
+// partsWritten handles PartsWritten (see its doc).
+func (c *Coordinator) partsWritten(now time.Time, id ID) []Action {
 	p := c.collecting(id)
 	if p == nil {
 		return nil
@@ -310,13 +334,8 @@ func (c *Coordinator) maybeWriteMetadata(now time.Time, p *pending) []Action {
 	return []Action{WriteMetadata{ID: p.stats.ID, Parts: parts}}
 }
 
-// MetadataWritten is the loop's confirmation that the metadata object of
-// checkpoint id is durable: the checkpoint is complete. It returns
-// NotifyComplete and, beyond the retained count, DeleteOld. Older
-// checkpoints still collecting are subsumed (only possible with
-// MaxConcurrent > 1). A confirmation arriving after a newer checkpoint
-// already completed subsumes this one instead, so completed IDs only grow.
-func (c *Coordinator) MetadataWritten(now time.Time, id ID) []Action {
+// metadataWritten handles MetadataWritten (see its doc).
+func (c *Coordinator) metadataWritten(now time.Time, id ID) []Action {
 	p := c.find(id)
 	if p == nil || p.stats.Status != WritingMetadata {
 		return nil
@@ -345,10 +364,8 @@ func (c *Coordinator) MetadataWritten(now time.Time, id ID) []Action {
 	return out
 }
 
-// MetadataFailed reports that writing the metadata of checkpoint id failed;
-// the checkpoint is abandoned (its DiscardParts also removes the metadata
-// object in case the write landed after all).
-func (c *Coordinator) MetadataFailed(now time.Time, id ID, err error) []Action {
+// metadataFailed handles MetadataFailed (see its doc).
+func (c *Coordinator) metadataFailed(now time.Time, id ID, err error) []Action {
 	p := c.find(id)
 	if p == nil || p.stats.Status != WritingMetadata {
 		return nil
@@ -360,10 +377,8 @@ func (c *Coordinator) MetadataFailed(now time.Time, id ID, err error) []Action {
 	return c.abandon(now, p, MetadataFailure, "", detail)
 }
 
-// Decline abandons checkpoint id because task refused it (for instance the
-// task aborted it on a newer barrier, or could not write its part).
-// Ignored once the checkpoint is no longer collecting acks.
-func (c *Coordinator) Decline(now time.Time, id ID, task TaskID, reason string) []Action {
+// decline handles Decline (see its doc).
+func (c *Coordinator) decline(now time.Time, id ID, task TaskID, reason string) []Action {
 	p := c.collecting(id)
 	if p == nil {
 		return nil
@@ -374,10 +389,8 @@ func (c *Coordinator) Decline(now time.Time, id ID, task TaskID, reason string) 
 	return c.abandon(now, p, Declined, task, reason)
 }
 
-// Timeout abandons checkpoint id if it is still collecting acks. A timeout
-// during the metadata write is ignored: the write may still land, and
-// discarding the parts under it would leave metadata naming missing parts.
-func (c *Coordinator) Timeout(now time.Time, id ID) []Action {
+// timeout handles Timeout (see its doc).
+func (c *Coordinator) timeout(now time.Time, id ID) []Action {
 	p := c.collecting(id)
 	if p == nil {
 		return nil
@@ -385,21 +398,16 @@ func (c *Coordinator) Timeout(now time.Time, id ID) []Action {
 	return c.abandon(now, p, TimedOut, "", "")
 }
 
-// TaskFailed abandons every checkpoint still collecting acks: a failed task
-// lost its memory, so it will never deliver its part. Checkpoints already
-// writing metadata have all their parts and are left to finish. Starting
-// new checkpoints only once the task is back is the loop's business.
-func (c *Coordinator) TaskFailed(now time.Time, task TaskID) []Action {
+// taskFailed handles TaskFailed (see its doc).
+func (c *Coordinator) taskFailed(now time.Time, task TaskID) []Action {
 	if _, ok := c.taskIndex[task]; !ok {
 		return nil
 	}
 	return c.abandonCollecting(now, TaskFailure, task)
 }
 
-// Stop abandons every checkpoint still collecting acks and makes later
-// Triggers do nothing. A checkpoint writing metadata is left to finish; the
-// loop should wait for its confirmation before exiting.
-func (c *Coordinator) Stop(now time.Time) []Action {
+// stop handles Stop (see its doc).
+func (c *Coordinator) stop(now time.Time) []Action {
 	c.stopped = true
 	return c.abandonCollecting(now, Stopped, "")
 }

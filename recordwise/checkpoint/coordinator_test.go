@@ -56,21 +56,21 @@ type step struct {
 }
 
 func trig(sec int) func(*Coordinator) []Action {
-	return func(c *Coordinator) []Action { return c.Trigger(at(sec)) }
+	return func(c *Coordinator) []Action { return c.Step(Trigger{at(sec)}) }
 }
 
 func ack(sec int, id ID, task TaskID, durable bool) func(*Coordinator) []Action {
 	return func(c *Coordinator) []Action {
-		return c.Ack(at(sec), id, task, Part{Key: fmt.Sprintf("%d/%s", id, task), StateBytes: 100, InFlightBytes: 10, InFlightRecords: 1, Durable: durable})
+		return c.Step(Ack{at(sec), id, task, Part{Key: fmt.Sprintf("%d/%s", id, task), StateBytes: 100, InFlightBytes: 10, InFlightRecords: 1, Durable: durable}})
 	}
 }
 
 func mdone(sec int, id ID) func(*Coordinator) []Action {
-	return func(c *Coordinator) []Action { return c.MetadataWritten(at(sec), id) }
+	return func(c *Coordinator) []Action { return c.Step(MetadataWritten{at(sec), id}) }
 }
 
 func tmo(sec int, id ID) func(*Coordinator) []Action {
-	return func(c *Coordinator) []Action { return c.Timeout(at(sec), id) }
+	return func(c *Coordinator) []Action { return c.Step(Timeout{at(sec), id}) }
 }
 
 // complete runs a whole successful checkpoint for tasks a and b.
@@ -107,7 +107,7 @@ func TestCoordinatorSequences(t *testing.T) {
 				{tmo(6, 1), ""},                           // metadata may land: not aborted
 				{mdone(7, 1), "complete(1)"},              //
 				{ack(8, 1, "a", true), ""},                // late
-				{func(c *Coordinator) []Action { return c.Decline(at(9), 1, "a", "x") }, ""}, // late
+				{func(c *Coordinator) []Action { return c.Step(Decline{at(9), 1, "a", "x"}) }, ""}, // late
 			},
 			want: Counts{Triggered: 1, Completed: 1},
 		},
@@ -116,9 +116,9 @@ func TestCoordinatorSequences(t *testing.T) {
 			steps: []step{
 				{trig(0), "inject(1) timer(1,10m0s)"},
 				{ack(1, 1, "a", false), ""},
-				{func(c *Coordinator) []Action { return c.PartsWritten(at(2), 1) }, ""}, // b not acked yet
+				{func(c *Coordinator) []Action { return c.Step(PartsWritten{at(2), 1}) }, ""}, // b not acked yet
 				{ack(3, 1, "b", false), ""},
-				{func(c *Coordinator) []Action { return c.PartsWritten(at(4), 1) }, "metadata(1:a,b)"},
+				{func(c *Coordinator) []Action { return c.Step(PartsWritten{at(4), 1}) }, "metadata(1:a,b)"},
 				{mdone(5, 1), "complete(1)"},
 			},
 			want: Counts{Triggered: 1, Completed: 1},
@@ -128,7 +128,7 @@ func TestCoordinatorSequences(t *testing.T) {
 			steps: []step{
 				{trig(0), "inject(1) timer(1,10m0s)"},
 				{ack(1, 1, "a", true), ""},
-				{func(c *Coordinator) []Action { return c.Decline(at(2), 1, "b", "disk full") }, "abort(1,declined,b) discard(1)"},
+				{func(c *Coordinator) []Action { return c.Step(Decline{at(2), 1, "b", "disk full"}) }, "abort(1,declined,b) discard(1)"},
 				{ack(3, 1, "b", true), ""},
 				{tmo(4, 1), ""},
 				{trig(5), "inject(2) timer(2,10m0s)"},
@@ -184,8 +184,8 @@ func TestCoordinatorSequences(t *testing.T) {
 				{ack(1, 1, "a", true), ""},
 				{ack(2, 1, "b", true), "metadata(1:a,b)"},
 				{trig(3), "inject(2) timer(2,10m0s)"},
-				{func(c *Coordinator) []Action { return c.TaskFailed(at(4), "b") }, "abort(2,task failed,b) discard(2)"},
-				{func(c *Coordinator) []Action { return c.TaskFailed(at(4), "zz") }, ""},
+				{func(c *Coordinator) []Action { return c.Step(TaskFailed{at(4), "b"}) }, "abort(2,task failed,b) discard(2)"},
+				{func(c *Coordinator) []Action { return c.Step(TaskFailed{at(4), "zz"}) }, ""},
 				{mdone(5, 1), "complete(1)"},
 			},
 			want: Counts{Triggered: 2, Completed: 1, Failed: 1},
@@ -196,7 +196,7 @@ func TestCoordinatorSequences(t *testing.T) {
 				{trig(0), "inject(1) timer(1,10m0s)"},
 				{ack(1, 1, "a", true), ""},
 				{ack(2, 1, "b", true), "metadata(1:a,b)"},
-				{func(c *Coordinator) []Action { return c.MetadataFailed(at(3), 1, errors.New("503")) }, "abort(1,metadata write failed) discard(1)"},
+				{func(c *Coordinator) []Action { return c.Step(MetadataFailed{at(3), 1, errors.New("503")}) }, "abort(1,metadata write failed) discard(1)"},
 				{mdone(4, 1), ""},
 			},
 			want: Counts{Triggered: 1, Failed: 1},
@@ -235,7 +235,7 @@ func TestCoordinatorSequences(t *testing.T) {
 			name: "stop",
 			steps: []step{
 				{trig(0), "inject(1) timer(1,10m0s)"},
-				{func(c *Coordinator) []Action { return c.Stop(at(1)) }, "abort(1,stopped) discard(1)"},
+				{func(c *Coordinator) []Action { return c.Step(Stop{at(1)}) }, "abort(1,stopped) discard(1)"},
 				{trig(2), ""},
 			},
 			want: Counts{Triggered: 1, Aborted: 1},
@@ -247,7 +247,7 @@ func TestCoordinatorSequences(t *testing.T) {
 				{trig(1), "inject(1) timer(1,10m0s)"},
 				{ack(2, 1, "zz", true), ""},
 				{ack(3, 2, "a", true), ""},
-				{func(c *Coordinator) []Action { return c.Decline(at(4), 1, "zz", "") }, ""},
+				{func(c *Coordinator) []Action { return c.Step(Decline{at(4), 1, "zz", ""}) }, ""},
 			},
 			want: Counts{Triggered: 1},
 		},
@@ -278,16 +278,16 @@ func TestCoordinatorStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Trigger(at(100))
-	c.Ack(at(101), 1, "sink/0", Part{StateBytes: 1, Durable: true})
-	c.Ack(at(102), 1, "src/0", Part{StateBytes: 8, Durable: true})
-	c.Ack(at(103), 1, "agg/0", Part{StateBytes: 500, InFlightBytes: 64, InFlightRecords: 2})
+	c.Step(Trigger{at(100)})
+	c.Step(Ack{at(101), 1, "sink/0", Part{StateBytes: 1, Durable: true}})
+	c.Step(Ack{at(102), 1, "src/0", Part{StateBytes: 8, Durable: true}})
+	c.Step(Ack{at(103), 1, "agg/0", Part{StateBytes: 500, InFlightBytes: 64, InFlightRecords: 2}})
 	st, ok := c.Stats(1)
 	if !ok || st.Status != Collecting || len(st.Acks) != 3 || st.InFlightBytes != 64 {
 		t.Fatalf("pending stats = %+v, %v", st, ok)
 	}
-	c.Ack(at(105), 1, "agg/0", Part{StateBytes: 500, InFlightBytes: 64, InFlightRecords: 2, Durable: true})
-	as := c.MetadataWritten(at(107), 1)
+	c.Step(Ack{at(105), 1, "agg/0", Part{StateBytes: 500, InFlightBytes: 64, InFlightRecords: 2, Durable: true}})
+	as := c.Step(MetadataWritten{at(107), 1})
 	nc, ok := as[0].(NotifyComplete)
 	if !ok {
 		t.Fatalf("got %v", render(as))
@@ -324,8 +324,8 @@ func TestCoordinatorStats(t *testing.T) {
 func TestCoordinatorHistoryBounded(t *testing.T) {
 	c, _ := NewCoordinator(Config{Tasks: []TaskID{"a"}, History: 2})
 	for i := range 4 {
-		c.Trigger(at(i))
-		c.Timeout(at(i), ID(i+1))
+		c.Step(Trigger{at(i)})
+		c.Step(Timeout{at(i), ID(i + 1)})
 	}
 	if _, ok := c.Stats(2); ok {
 		t.Error("checkpoint 2 should have left the history")
@@ -354,7 +354,7 @@ func TestNewCoordinatorValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if as := render(c.Trigger(t0)); as[0] != "inject(8)" {
+	if as := render(c.Step(Trigger{t0})); as[0] != "inject(8)" {
 		t.Errorf("first id after completed 7: %v", as)
 	}
 }
@@ -386,7 +386,7 @@ func TestCoordinatorRandomInputs(t *testing.T) {
 			var as []Action
 			switch k := r.IntN(10); {
 			case k < 2:
-				as = c.Trigger(now)
+				as = c.Step(Trigger{now})
 			case k < 6:
 				d := r.IntN(4) > 0
 				if d && !ended[id] && !meta[id] && id <= lastID {
@@ -395,18 +395,18 @@ func TestCoordinatorRandomInputs(t *testing.T) {
 					}
 					durable[id][task] = true
 				}
-				as = c.Ack(now, id, task, Part{Durable: d})
+				as = c.Step(Ack{now, id, task, Part{Durable: d}})
 			case k < 7:
-				as = c.MetadataWritten(now, id)
+				as = c.Step(MetadataWritten{now, id})
 			case k < 8:
-				as = c.Timeout(now, id)
+				as = c.Step(Timeout{now, id})
 			case k < 9:
-				as = c.Decline(now, id, task, "")
+				as = c.Step(Decline{now, id, task, ""})
 			default:
 				if r.IntN(4) == 0 {
-					as = c.TaskFailed(now, task)
+					as = c.Step(TaskFailed{now, task})
 				} else {
-					as = c.MetadataFailed(now, id, nil)
+					as = c.Step(MetadataFailed{now, id, nil})
 				}
 			}
 			for j, a := range as {

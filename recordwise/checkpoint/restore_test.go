@@ -65,10 +65,10 @@ func TestCrashBeforeMetadataRecoversPrevious(t *testing.T) {
 	var listing Listing // what durable storage would hold
 	parts := map[ID]bool{}
 	run := func(id ID, crashBeforeMetadata bool) {
-		c.Trigger(at(int(id)))
-		c.Ack(at(int(id)), id, "a", Part{Durable: true})
+		c.Step(Trigger{at(int(id))})
+		c.Step(Ack{at(int(id)), id, "a", Part{Durable: true}})
 		parts[id] = true
-		as := c.Ack(at(int(id)), id, "b", Part{Durable: true})
+		as := c.Step(Ack{at(int(id)), id, "b", Part{Durable: true}})
 		if _, ok := as[0].(WriteMetadata); !ok {
 			t.Fatalf("want WriteMetadata, got %v", render(as))
 		}
@@ -76,7 +76,7 @@ func TestCrashBeforeMetadataRecoversPrevious(t *testing.T) {
 			return
 		}
 		listing.WithMetadata = append(listing.WithMetadata, id)
-		c.MetadataWritten(at(int(id)), id)
+		c.Step(MetadataWritten{at(int(id)), id})
 	}
 	run(1, false)
 	run(2, true)
@@ -93,7 +93,7 @@ func TestCrashBeforeMetadataRecoversPrevious(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := render(c2.Trigger(at(10))); got[0] != "inject(3)" {
+	if got := render(c2.Step(Trigger{at(10)})); got[0] != "inject(3)" {
 		t.Errorf("restarted coordinator: %v", got)
 	}
 	if id, ok := c2.Latest(); !ok || id != 1 {

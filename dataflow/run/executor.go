@@ -1,0 +1,78 @@
+package run
+
+import "context"
+
+// Executor runs a job under one recovery model.
+//
+// Code shared by every executor (this package, bench, the CLI's commands)
+// never asks an executor's name what it can do: it asks Traits, a small
+// descriptor, and the executor's Options. Only the CLI's registry lists
+// the executors by name.
+type Executor interface {
+	// Name is the value of --executor.
+	Name() string
+	// Traits says how the executor differs from the others.
+	Traits() Traits
+	// FailPoints lists the named crash points this executor has.
+	FailPoints() []string
+	// Workers is the number of workers the executor will run for cfg, so
+	// worker kills can be validated before the run.
+	Workers(cfg Config) int
+	// Run runs the job to the end of a bounded input (or until ctx is
+	// cancelled for an endless one), surviving the injected crashes, and
+	// returns its summary. Run does not call Sink.Finish; the caller does.
+	// An executor that keeps durable state sets env.Config.RunID to the
+	// run id it used.
+	Run(ctx context.Context, env *Env) (*Summary, error)
+}
+
+// Traits is what an executor is, beyond running a job.
+type Traits struct {
+	// Reference marks the failure-free oracle every other executor's
+	// result is checked against: it keeps no durable storage (so no run
+	// id, no run record, no --resume), takes no --fail, runs on one worker
+	// (its summary says parallelism 1), reports no progress, and is no
+	// bench contestant.
+	Reference bool
+	// Flags names the command-line flags (without "--") that set the
+	// executor's Options; a flag of another executor is refused.
+	Flags []string
+	// Variants are the ways the executor runs that bench compares as
+	// separate contestants (recordwise's barrier modes); none when
+	// Variants.Values is empty.
+	Variants Variants
+	// FirstDurablePoint is the fail point reached once the first recovery
+	// point is durable; `rewind trace` holds its default crash back until
+	// then, so the story shows a restore from a recovery point. Empty when
+	// no point can be waited for.
+	FirstDurablePoint string
+	// NoOptions is the executor's Options with nothing set (its zero
+	// value), for code that holds only the executor (bench picks a variant
+	// on it).
+	NoOptions Options
+}
+
+// Variants are an executor's ways of running (Traits.Variants).
+type Variants struct {
+	// Flag picks one ("barriers"); the summary names the choice after it.
+	Flag string
+	// Kind is what one is called in messages ("barrier mode").
+	Kind string
+	// Values are the variants, the default first.
+	Values []string
+}
+
+// Options are the settings one executor owns, its own package's Options
+// type; Config carries them without knowing their fields, and the
+// executor reads its own back with a type assertion.
+type Options interface {
+	// Variant is the variant (Traits.Variants.Values) the options select; empty
+	// when the executor has none.
+	Variant() string
+	// WithVariant is the options with variant v selected.
+	WithVariant(v string) Options
+	// Fixed are the settings a resumed run of cfg must keep, as flag
+	// (with "--") and value: what the run's recovery points were cut
+	// from. The run record keeps them (RunRecord.Fixed).
+	Fixed(cfg Config) map[string]string
+}

@@ -1,0 +1,28 @@
+package recordwise
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/run"
+)
+
+// The flags' options arrive in run.Config.Options; an Executor's own
+// Options win field by field, and the barrier mode defaults to aligned.
+func TestOptionsMergeFlagsUnderTheExecutors(t *testing.T) {
+	cfg := run.Config{Options: Options{Barriers: barrierUnaligned, CheckpointInterval: time.Second, DetectDelay: 3 * time.Millisecond}}
+	got := Options{CheckpointInterval: 5 * time.Millisecond}.merged(cfg)
+	if got.Barriers != barrierUnaligned || got.CheckpointInterval != 5*time.Millisecond || got.DetectDelay != 3*time.Millisecond {
+		t.Fatalf("merged %+v; want unaligned barriers and the detect delay from the config, the interval from the executor", got)
+	}
+	if v := (Options{}).merged(run.Config{}).Variant(); v != barrierAligned {
+		t.Fatalf("no barriers set: variant %q, want aligned", v)
+	}
+	if v := (Options{}).WithVariant(barrierUnaligned).Variant(); v != barrierUnaligned {
+		t.Fatalf("WithVariant(unaligned): variant %q", v)
+	}
+	tr := Executor{}.Traits()
+	if tr.Variants.Values[0] != barrierAligned || tr.Variants.Flag != "barriers" || tr.FirstDurablePoint != PointAfterMetadata {
+		t.Fatalf("traits %+v", tr)
+	}
+}
