@@ -276,7 +276,9 @@ func (c *coordinator) drain(ctx context.Context) error {
 	return nil
 }
 
-func (c *coordinator) point(name string) error { return c.x.env.Faults.Point(name, -1) }
+// point passes the named coordinator crash point; the crash is returned
+// like any other error of the action, which ends this coordinator.
+func (c *coordinator) point(name string) error { return c.x.env.Faults.Point(name, fault.Coordinator) }
 
 func (c *coordinator) exec(ctx context.Context, a action) error {
 	x := c.x

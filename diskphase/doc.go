@@ -22,9 +22,9 @@
 //
 // The coordinator's plan and ledger logic is a pure state machine
 // (machine.go, see below); the coordinator is the I/O loop around it,
-// units.go the work of one unit attempt, table.go the Parquet encoding.
-// See docs/diskphase.md for the storage layout, the crash points, the
-// metrics and the measured costs.
+// units.go the work of one unit attempt, points.go the named crash
+// points, table.go the Parquet encoding. See docs/diskphase.md for the
+// storage layout, the crash points, the metrics and the measured costs.
 //
 // # The plan and ledger machine
 //

@@ -17,26 +17,6 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
-// Named crash points.
-const (
-	pointMidRead      = "unit.mid-read"
-	pointMidWrite     = "unit.mid-write"
-	pointBeforeLedger = "unit.after-write-before-ledger"
-	pointBeforeCommit = "job.before-commit"
-	pointMidCommit    = "job.mid-commit"
-	pointAfterCommit  = "job.after-commit"
-	pointAfterPlan    = "coordinator.after-plan"
-	pointBeforeRecord = "coordinator.before-ledger"
-	pointAfterRecord  = "coordinator.after-ledger"
-	pointPhase        = "coordinator.between-phases"
-)
-
-var failPoints = []string{
-	pointMidRead, pointMidWrite, pointBeforeLedger,
-	pointBeforeCommit, pointMidCommit, pointAfterCommit,
-	pointAfterPlan, pointBeforeRecord, pointAfterRecord, pointPhase,
-}
-
 // attempt is one attempt of one unit on one worker. Everything it builds
 // lives in its own memory and dies with it; only what it Puts to durable
 // storage and hands back to the coordinator survives.
@@ -51,6 +31,8 @@ type attempt struct {
 	midDone bool
 }
 
+// point passes the named unit crash point as the attempt's worker; a
+// crash ends the attempt like any other error it returns.
 func (a *attempt) point(name string) error {
 	return a.x.env.Faults.Point(name, a.worker)
 }
@@ -79,49 +61,17 @@ func (a *attempt) midWrite() error {
 	return a.point(pointMidWrite)
 }
 
-// openChain builds and opens fresh operator instances for stages.
-func openChain(stages []*job.Stage, octx operator.Context) ([]operator.Operator, error) {
-	var ops []operator.Operator
+// openChain builds and opens fresh operator instances for stages, each
+// emitting into the next. The caller links the sink and closes the chain.
+func openChain(stages []*job.Stage, octx operator.Context) (*operator.Chain, error) {
+	ch := &operator.Chain{}
 	for _, st := range stages {
-		op, err := st.New()
-		if err != nil {
-			closeChain(ops)
-			return nil, fmt.Errorf("stage %s: %w", st.ID, err)
-		}
-		ops = append(ops, op)
-		if err := op.Open(octx); err != nil {
-			closeChain(ops)
+		if err := ch.New(st.New, octx, 0); err != nil {
+			_ = ch.Close()
 			return nil, fmt.Errorf("stage %s: %w", st.ID, err)
 		}
 	}
-	return ops, nil
-}
-
-func closeChain(ops []operator.Operator) {
-	for _, op := range ops {
-		_ = op.Close()
-	}
-}
-
-// chainEmitter returns the emitter that pushes a batch through ops (each
-// one's output into the next) and finally into last.
-func chainEmitter(ops []operator.Operator, last operator.Emitter) operator.Emitter {
-	e := last
-	for i := len(ops) - 1; i >= 0; i-- {
-		op, next := ops[i], e
-		e = operator.EmitFunc(func(b arrow.RecordBatch) error { return op.Process(0, b, next) })
-	}
-	return e
-}
-
-// flushChain flushes ops in order, each into the rest of the chain.
-func flushChain(ops []operator.Operator, last operator.Emitter) error {
-	for i, op := range ops {
-		if err := op.Flush(chainEmitter(ops[i+1:], last)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ch, nil
 }
 
 // runMap runs a map unit: read the split's range, apply the stateless
@@ -139,14 +89,13 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer closeChain(ops)
+	defer ops.Close()
 	nparts := x.plan.Parallelism
 	if x.topo.mapOnly() {
 		nparts = 1
 	}
 	pt := newPartitioner(ic.names, nparts, ic.keyIdx, x.plan.Parallelism)
-	last := operator.EmitFunc(pt.add)
-	head := chainEmitter(ops, last)
+	ops.Link(operator.EmitFunc(pt.add))
 
 	ent := &MapEntry{Start: t.Start, End: t.Start, MaxTS: operator.NoWatermark}
 	var deadline time.Time
@@ -209,7 +158,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 			b.Release()
 			return nil, err
 		}
-		err = head.Emit(b)
+		err = ops.Process(0, b)
 		b.Release()
 		if err != nil {
 			return nil, err
@@ -222,7 +171,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 		}
 	}
 	ent.End = expected
-	if err := flushChain(ops, last); err != nil {
+	if err := ops.Flush(); err != nil {
 		return nil, err
 	}
 	ent.EOF = ent.EOF || t.KnownEOF
@@ -261,19 +210,20 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 	if err != nil {
 		return nil, err
 	}
-	defer closeChain(ops)
-	op, post := ops[0], ops[1:]
+	defer ops.Close()
+	op := ops.Op(0)
 	out := newColumns(topo.outNames)
 	last := operator.EmitFunc(out.add)
 	if t.StateOnly {
 		// The output of a committed job was published already.
 		last = func(arrow.RecordBatch) error { return nil }
 	}
-	emit := chainEmitter(post, last)
+	ops.Link(last)
+	emit := ops.Emitter(0)
 
 	ent := &ReduceEntry{}
 	if t.StateIn != nil && t.StateIn.Name != "" {
-		if err := a.restoreState(ctx, op.(operator.Stateful), *t.StateIn, t.StateProducer); err != nil {
+		if err := a.restoreState(ctx, ops, *t.StateIn, t.StateProducer); err != nil {
 			return nil, err
 		}
 	}
@@ -298,7 +248,7 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 		}
 		schema := topo.inputs[x.splits[in.Split].input].schema
 		n, err := decodeFile(data, in.File, in.Producer, schema, x, func(b arrow.RecordBatch) error {
-			return op.Process(in.Port, b, emit)
+			return ops.Process(in.Port, b)
 		})
 		if err != nil {
 			return nil, err
@@ -314,16 +264,12 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 			}
 		}
 	}
-	if err := op.Flush(emit); err != nil {
+	// The steps after the keyed one are stateless: the watermark only
+	// fires the keyed operator, its output flows through them.
+	if err := ops.Flush(); err != nil {
 		return nil, err
 	}
-	if err := op.AdvanceWatermark(t.WM, emit); err != nil {
-		return nil, err
-	}
-	if err := op.Flush(emit); err != nil {
-		return nil, err
-	}
-	if err := flushChain(post, last); err != nil {
+	if err := ops.AdvanceWatermark(t.WM); err != nil {
 		return nil, err
 	}
 	if lc, ok := op.(operator.LateCounter); ok {

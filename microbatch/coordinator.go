@@ -185,7 +185,7 @@ func (c *coordinator) point(name string) error {
 	if c.crash != nil {
 		return c.crash
 	}
-	err := c.faults.Point(name, -1)
+	err := c.faults.Point(name, fault.Coordinator)
 	if _, ok := fault.AsCrash(err); ok {
 		c.crash = err
 	}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -253,34 +255,56 @@ func openTestGen(t testing.TB) source.Source {
 }
 
 // TestLineageKillWhileASourceWaits: with paced inputs a worker kill after
-// N records lands while a batch waits for its input, often between join's
-// two source stages, so only the pieces of the input whose stage ran are
-// lost and the other source stage runs on the replacement from its own
-// read-ahead. Whatever the timing, the output must equal the oracle, and
-// a lineage recovery must re-read exactly the ranges of the pieces it
-// lists, each owned by the dead worker.
+// N records lands while a batch waits for its input, so only the pieces of
+// the input whose stage ran are lost and the other source stage runs on
+// the replacement from its own read-ahead. The output must equal the
+// oracle, and a lineage recovery must re-read exactly the ranges of the
+// pieces it lists, each owned by the dead worker.
+//
+// Left to timing, the kill (fired by a read-ahead goroutine) often lands
+// between batches, where it rolls the batch back and no piece is rebuilt.
+// So the condition is made to happen: the kill waits for the first
+// batch's offsets to be durable (after-point), right before that batch
+// runs; the hook holds worker 1's first source stage until worker 1 is
+// killed; and even plans give that batch a piece of every partition. The
+// kill then lands inside the stage loop while the batch holds pieces of
+// worker 1, and every subtest must report them in a lost_pieces line.
 func TestLineageKillWhileASourceWaits(t *testing.T) {
 	for _, after := range []int64{6000, 12000, 20000} {
 		t.Run(fmt.Sprint(after), func(t *testing.T) {
 			t.Parallel()
-			const par = 3
+			const par, victim = 3, 1
 			var progress bytes.Buffer
+			var held atomic.Bool
 			sc := &scenario{job: "join", parallelism: par, progress: &progress,
 				inputs: map[string]string{
 					job.InputOrders:   "gen:records=15000,keys=3000,partitions=6,seed=1,rate=50000",
 					job.InputPayments: "gen:records=15000,keys=3000,partitions=6,seed=2,rate=50000",
 				},
-				fails: []fault.Spec{{Worker: 1, AfterRecords: after}}}
+				fails: []fault.Spec{{Worker: victim, AfterRecords: after, AfterPoint: PointAfterOffsets}},
+				opts: Options{MaxBatchRecords: 3000, hooks: testHooks{evenPlans: true, beforeSourceWait: func(worker int, stop <-chan struct{}) {
+					if worker != victim || !held.CompareAndSwap(false, true) {
+						return
+					}
+					select {
+					case <-stop:
+					case <-time.After(30 * time.Second):
+						t.Errorf("worker %d's source stage was held 30s and the worker was not killed", victim)
+					}
+				}}}}
 			o := sc.execute(t)
 			checkCrashRun(t, "join", sc, o, true)
+			lines, pieces := 0, 0
 			for _, l := range progressLines(t, progress.Bytes()) {
 				if l.Event != "lost_pieces" {
 					continue
 				}
+				lines++
+				pieces += len(l.Pieces)
 				var sum int64
 				for _, p := range l.Pieces {
 					i, err := strconv.Atoi(strings.TrimPrefix(p.Partition, "p"))
-					if err != nil || i%par != 1 || p.Worker == 1 {
+					if err != nil || i%par != victim || p.Worker == victim {
 						t.Fatalf("piece %+v: not the dead worker's, or rebuilt on it", p)
 					}
 					sum += p.End - p.Start
@@ -289,6 +313,12 @@ func TestLineageKillWhileASourceWaits(t *testing.T) {
 					t.Fatalf("lost_pieces line %+v: re-read %d, its pieces hold %d", l, l.Reread, sum)
 				}
 				t.Logf("batch %d: %d pieces rebuilt, %d records re-read", l.BatchID, len(l.Pieces), l.Reread)
+			}
+			if !held.Load() {
+				t.Fatalf("worker %d never reached a source stage: the hook held nothing", victim)
+			}
+			if lines == 0 || pieces == 0 {
+				t.Fatalf("%d lost_pieces lines listing %d pieces: worker %d's kill after %d records did not land while a batch held its pieces", lines, pieces, victim, after)
 			}
 		})
 	}

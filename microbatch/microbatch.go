@@ -90,6 +90,12 @@ type testHooks struct {
 	// every batch takes a piece of every partition whatever the readers'
 	// timing (tests that kill a worker must find it holding pieces).
 	evenPlans bool
+	// beforeSourceWait is called by worker w's subtask of a source stage
+	// before it waits for the batch's input; stop is closed when w is
+	// killed. A test that blocks in it until the kill makes a worker kill
+	// land inside the stage loop, while the batch holds pieces of the
+	// worker, instead of wherever the readers' timing puts it.
+	beforeSourceWait func(worker int, stop <-chan struct{})
 }
 
 // options are Options resolved against the run configuration.

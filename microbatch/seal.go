@@ -39,6 +39,7 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 	se := &stageEnv{
 		ctx: ctx, topo: c.topo, plan: c.cur, bd: bd, workers: c.par, alloc: c.alloc, faults: c.faults,
 		eventTime: c.env.Job.UsesEventTime, midRunDone: make([]bool, c.par), onCrash: c.killWorker,
+		beforeSourceWait: c.opts.hooks.beforeSourceWait,
 	}
 	for si := range c.topo.stages {
 		errs := make([]error, c.par)

@@ -204,15 +204,18 @@ func (c *coordLoop) trigger() {
 	c.step(checkpoint.Trigger{Now: time.Now()})
 }
 
-func (c *coordLoop) point(name string) bool {
-	if err := c.inc.env.Faults.Point(name, coordinatorWorker); err != nil {
-		if cr, ok := fault.AsCrash(err); ok {
-			c.dead = true
-			c.inc.crash(cr, "")
-			return false
-		}
-	}
-	return true
+// point passes the named coordinator crash point. It returns the failure
+// (a *fault.Crash when a fault fires); the caller hands it to fail.
+func (c *coordLoop) point(name string) error {
+	return c.inc.env.Faults.Point(name, fault.Coordinator)
+}
+
+// fail ends the loop on err: a *fault.Crash kills the coordinator, any
+// other error (a kill=process fault the command cannot carry out) fails
+// the job.
+func (c *coordLoop) fail(err error) {
+	c.dead = true
+	c.inc.fail(err, "")
 }
 
 func (c *coordLoop) fatal(err error) {
@@ -246,7 +249,8 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				}
 			}
 			c.inc.obs.triggered()
-			if !c.point(PointAfterTrigger) {
+			if err := c.point(PointAfterTrigger); err != nil {
+				c.fail(err)
 				return
 			}
 		case checkpoint.ScheduleTimeout:
@@ -256,7 +260,8 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			c.timers = append(c.timers, t)
 			c.mu.Unlock()
 		case checkpoint.WriteMetadata:
-			if !c.point(PointAfterPartsBeforeMetadata) {
+			if err := c.point(PointAfterPartsBeforeMetadata); err != nil {
+				c.fail(err)
 				return
 			}
 			st, _ := c.co.Stats(a.ID)
@@ -272,7 +277,8 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				c.step(checkpoint.MetadataFailed{Now: time.Now(), ID: a.ID, Err: err})
 				continue
 			}
-			if !c.point(PointMidMetadata) {
+			if err := c.point(PointMidMetadata); err != nil {
+				c.fail(err)
 				return
 			}
 			if err := store.Put(ctx, c.inc.prefix+metadataKey(a.ID), data); err != nil {
@@ -283,14 +289,16 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				c.step(checkpoint.MetadataFailed{Now: time.Now(), ID: a.ID, Err: err})
 				continue
 			}
-			if !c.point(PointAfterMetadata) {
+			if err := c.point(PointAfterMetadata); err != nil {
+				c.fail(err)
 				return
 			}
 			c.step(checkpoint.MetadataWritten{Now: time.Now(), ID: a.ID})
 		case checkpoint.NotifyComplete:
 			c.inc.forgetCheckpoints(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
-			if !c.point(PointSinkBeforeCommit) {
+			if err := c.point(PointSinkBeforeCommit); err != nil {
+				c.fail(err)
 				return
 			}
 			if err := c.inc.env.Sink.Commit(int64(a.ID)); err != nil {
@@ -306,7 +314,8 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				}
 			}
 			c.mu.Unlock()
-			if !c.point(PointSinkAfterCommit) {
+			if err := c.point(PointSinkAfterCommit); err != nil {
+				c.fail(err)
 				return
 			}
 			if a.ID == c.finalID {

@@ -137,6 +137,20 @@ func (inc *incarnation) crash(cr *fault.Crash, where checkpoint.TaskID) {
 	inc.settle(outcome{kind: outCrash, at: now, cause: cause})
 }
 
+// fail carries out the failure of a step of task where (or of the
+// coordinator, where == ""): a *fault.Crash kills the worker it names,
+// anything else fails the job.
+func (inc *incarnation) fail(err error, where checkpoint.TaskID) {
+	if cr, ok := fault.AsCrash(err); ok {
+		inc.crash(cr, where)
+		return
+	}
+	if where != "" {
+		err = fmt.Errorf("task %s: %w", where, err)
+	}
+	inc.settle(outcome{kind: outError, at: time.Now(), err: err})
+}
+
 func (inc *incarnation) taskError(t *task, err error) {
 	inc.settle(outcome{kind: outError, at: time.Now(), err: fmt.Errorf("task %s: %w", t.id, err)})
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -59,9 +58,7 @@ func (inc *incarnation) partWriter(j partJob) {
 		written++
 		if written == 1 {
 			if err := inc.env.Faults.Point(PointMidPartWrite, j.sub); err != nil {
-				if cr, ok := fault.AsCrash(err); ok {
-					inc.crash(cr, j.task)
-				}
+				inc.fail(err, j.task)
 				return false
 			}
 		}
@@ -119,9 +116,7 @@ func (inc *incarnation) partWriter(j partJob) {
 	if written == 0 {
 		// Nothing but the descriptor: the crash point sits before it.
 		if err := inc.env.Faults.Point(PointMidPartWrite, j.sub); err != nil {
-			if cr, ok := fault.AsCrash(err); ok {
-				inc.crash(cr, j.task)
-			}
+			inc.fail(err, j.task)
 			return
 		}
 		written = -1
@@ -131,9 +126,7 @@ func (inc *incarnation) partWriter(j partJob) {
 	}
 	stateBytes += int64(len(data))
 	if err := inc.env.Faults.Point(PointBeforeAck, j.sub); err != nil {
-		if cr, ok := fault.AsCrash(err); ok {
-			inc.crash(cr, j.task)
-		}
+		inc.fail(err, j.task)
 		return
 	}
 	if j.ctx.Err() != nil {

@@ -67,7 +67,3 @@ var failPoints = []string{
 	PointSinkAfterCommit,
 	PointMidRestore,
 }
-
-// coordinatorWorker is the worker number the coordinator passes to
-// fault.Injector.Point.
-const coordinatorWorker = -1

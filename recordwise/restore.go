@@ -243,7 +243,7 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 	if err := checkReplayed(m.Replayed, id); err != nil {
 		return rp, fmt.Errorf("metadata: %w", err)
 	}
-	if err := inc.env.Faults.Point(PointMidRestore, coordinatorWorker); err != nil {
+	if err := inc.env.Faults.Point(PointMidRestore, fault.Coordinator); err != nil {
 		return rp, err
 	}
 	for _, mp := range m.Parts {

@@ -151,7 +151,8 @@ func (t *task) precommitSink(id checkpoint.ID) bool {
 	if t.snk == nil {
 		return true
 	}
-	if !t.point(PointSinkBeforePrecommit) {
+	if err := t.point(PointSinkBeforePrecommit); err != nil {
+		t.fail(err)
 		return false
 	}
 	held, err := t.snk.precommit(t.ctx, id)
@@ -160,23 +161,22 @@ func (t *task) precommitSink(id checkpoint.ID) bool {
 		return false
 	}
 	t.inc.coord.hold(id, held)
-	return t.point(PointSinkAfterPrecommit)
+	if err := t.point(PointSinkAfterPrecommit); err != nil {
+		t.fail(err)
+		return false
+	}
+	return true
 }
 
 // snapshotOperators copies the state of every stateful operator of the
 // chain into ck. It reports false when a snapshot failed (the task fails).
 func (t *task) snapshotOperators(ck *pendingCk) bool {
-	for i, op := range t.ops {
-		sf, ok := op.(operator.Stateful)
-		if !ok {
-			continue
-		}
-		parts, err := sf.Snapshot()
-		if err != nil {
-			t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
-			return false
-		}
+	i, err := t.ops.Snapshot(func(i int, parts []operator.KeyGroupState) {
 		ck.ops = append(ck.ops, opSnap{stage: t.ch.ops[i].ID, parts: parts})
+	})
+	if err != nil {
+		t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
+		return false
 	}
 	return true
 }
@@ -184,7 +184,7 @@ func (t *task) snapshotOperators(ck *pendingCk) bool {
 func (t *task) afterSync() {
 	if t.ck.snapshotted && t.ck.forwarded && !t.ck.pointDone {
 		t.ck.pointDone = true
-		t.point(PointAfterSnapshot)
+		t.fail(t.point(PointAfterSnapshot))
 	}
 }
 
@@ -198,7 +198,8 @@ func (t *task) partComplete(id checkpoint.ID) {
 	t.ck = nil
 	if !ck.pointDone {
 		ck.pointDone = true
-		if !t.point(PointAfterSnapshot) {
+		if err := t.point(PointAfterSnapshot); err != nil {
+			t.fail(err)
 			ck.release()
 			return
 		}

@@ -223,9 +223,19 @@ func NewInjector(specs []Spec) *Injector {
 	return &Injector{specs: specs, fired: make([]bool, len(specs)), counts: map[string]int{}}
 }
 
-// Point is called by worker (or -1 for the coordinator) each time it reaches
-// the named point; it returns a *Crash when a fault fires there. A
-// kill=process fault does not return: it kills the process (KillProcess).
+// Coordinator is the worker number a coordinator (or the run driver)
+// passes to Point: a crash there kills the coordinator, not a worker.
+const Coordinator = -1
+
+// Point is called by worker (or Coordinator) each time it reaches the
+// named point; it returns a *Crash when a fault fires there. A
+// kill=process fault does not return: it kills the process (KillProcess);
+// without that hook it returns a plain error, which fails the run.
+//
+// Every executor passes the result on as an error, the way it passes on
+// any other failure of the step that reached the point: the Crash is a
+// value its caller returns (or, in an event loop, records), and the
+// executor's error path carries it out. Nothing is carried out here.
 func (in *Injector) Point(name string, worker int) error {
 	if in == nil {
 		return nil

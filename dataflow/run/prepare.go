@@ -257,7 +257,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// the caller marks the run finished), and a process that dies inside it
 	// must resume like one that died earlier: its points take a process
 	// kill only (fault.RunPoints).
-	if err := env.Faults.Point(fault.PointBeforeFinish, -1); err != nil {
+	if err := env.Faults.Point(fault.PointBeforeFinish, fault.Coordinator); err != nil {
 		return nil, err
 	}
 	s.Interrupted = interrupted
@@ -285,7 +285,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	if err := Finish(env, s); err != nil {
 		return nil, err
 	}
-	if err := env.Faults.Point(fault.PointAfterFinish, -1); err != nil {
+	if err := env.Faults.Point(fault.PointAfterFinish, fault.Coordinator); err != nil {
 		return nil, err
 	}
 	for _, f := range env.Faults.Pending() {
@@ -299,7 +299,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 // and measures the output directory into s: visible rows, resolved rows and
 // duplicates.
 func Finish(env *Env, s *report.Summary) error {
-	mid := func() error { return env.Faults.Point(fault.PointMidFinish, -1) }
+	mid := func() error { return env.Faults.Point(fault.PointMidFinish, fault.Coordinator) }
 	var err error
 	if mf, ok := env.Sink.(sink.MidFinisher); ok {
 		err = mf.FinishWith(mid)
