@@ -253,11 +253,9 @@ func drawKillPlan(r *rand.Rand) killPlan {
 	return killPlan{later: r.Float64()}
 }
 
-// killAt polls the child's storage and kills it as plan says. It returns
-// the storage as a listing after the death shows it. An early plan kills
-// at the first listing with objects of the run and no complete point;
-// if a listing shows a complete point first, it kills at once and the
-// caller sees the miss in the result.
+// killAt polls the child's storage and kills it as plan says (not an
+// early plan: that kill is a fail point's). It returns the storage as a
+// listing after the death shows it.
 func killAt(t *testing.T, p *cliProcess, st storage.Store, exec, runID string, plan killPlan) storageView {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -271,11 +269,7 @@ func killAt(t *testing.T, p *cliProcess, st storage.Store, exec, runID string, p
 		if plan.atStart {
 			break
 		}
-		v := viewStorage(t, st, exec, runID)
-		if plan.early && v.objects > 0 {
-			break
-		}
-		if !plan.early && v.complete > 0 {
+		if v := viewStorage(t, st, exec, runID); v.complete > 0 {
 			time.Sleep(time.Duration(plan.later * float64(killBy-time.Since(p.started))))
 			break
 		}
@@ -295,20 +289,24 @@ type killCase struct {
 	name, exec, job, mode, format string
 	// params are the job's parameter flags; settings the executor's.
 	params, settings []string
+	// earlyPoint is a fail point reached after the run's first object is
+	// durable and before its first recovery point is complete.
+	earlyPoint string
 }
 
 // killCases is a small matrix, chosen to cover every executor, every sink
 // mode and both barrier modes while the file stays within its time budget.
 var killCases = []killCase{
-	{name: "microbatch-transactional", exec: "microbatch", job: "keyed-count", mode: "transactional", format: "parquet"},
+	{name: "microbatch-transactional", exec: "microbatch", job: "keyed-count", mode: "transactional", format: "parquet",
+		earlyPoint: "batch.after-offsets"},
 	{name: "microbatch-idempotent", exec: "microbatch", job: "windowed-sum", mode: "idempotent", format: "csv",
-		params: []string{"--window", "200ms"}},
+		params: []string{"--window", "200ms"}, earlyPoint: "batch.after-offsets"},
 	{name: "recordwise-aligned-transactional", exec: "recordwise", job: "keyed-count", mode: "transactional", format: "parquet",
-		settings: []string{"--checkpoint-interval", "200ms"}},
+		settings: []string{"--checkpoint-interval", "200ms"}, earlyPoint: "checkpoint.after-parts-before-metadata"},
 	{name: "recordwise-unaligned-append", exec: "recordwise", job: "keyed-count", mode: "append", format: "csv",
-		settings: []string{"--barriers", "unaligned", "--checkpoint-interval", "200ms"}},
+		settings: []string{"--barriers", "unaligned", "--checkpoint-interval", "200ms"}, earlyPoint: "checkpoint.after-parts-before-metadata"},
 	{name: "diskphase-idempotent", exec: "diskphase", job: "windowed-sum", mode: "idempotent", format: "parquet",
-		params: []string{"--window", "200ms"}, settings: []string{"--job-records", "4000"}},
+		params: []string{"--window", "200ms"}, settings: []string{"--job-records", "4000"}, earlyPoint: "coordinator.after-plan"},
 }
 
 // pacedInput lasts 2.5 s at its rate, whatever the machine's speed: the
@@ -342,11 +340,6 @@ func TestKilledProcessResumesToTheReference(t *testing.T) {
 	}
 }
 
-// earlyTries bounds the attempts at an early kill: the window between the
-// first object of a run and its first complete recovery point is a few to
-// tens of milliseconds, and a loaded machine may let a poll miss it.
-const earlyTries = 3
-
 func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 	dataSeed := 1 + r.IntN(1000)
 	plan := drawKillPlan(r)
@@ -354,36 +347,41 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 	bareResume := r.IntN(2) == 0
 	t.Logf("input seed %d; first process killed %s; resumed process killed too: %v; bare --resume: %v", dataSeed, plan, killResumed, bareResume)
 
-	var dir, out, storeURL, id string
-	var args []string
-	for try := 1; ; try++ {
-		dir = t.TempDir()
-		storeURL = "file://" + filepath.Join(dir, "store")
-		out = filepath.Join(dir, "out")
-		args = append([]string{"run", "--executor", c.exec, "--job", c.job, "--sink-mode", c.mode, "--output-format", c.format,
-			"--input", pacedInput(dataSeed), "--output", out, "--storage", storeURL, "--summary", "json"}, c.params...)
-		args = append(args, c.settings...)
-		st, err := storage.Open(context.Background(), storeURL, storage.Options{})
-		if err != nil {
-			t.Fatal(err)
+	dir := t.TempDir()
+	storeURL := "file://" + filepath.Join(dir, "store")
+	out := filepath.Join(dir, "out")
+	args := append([]string{"run", "--executor", c.exec, "--job", c.job, "--sink-mode", c.mode, "--output-format", c.format,
+		"--input", pacedInput(dataSeed), "--output", out, "--storage", storeURL, "--summary", "json"}, c.params...)
+	args = append(args, c.settings...)
+	st, err := storage.Open(context.Background(), storeURL, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	var atKill storageView
+	if plan.early {
+		// The window between a run's first object and its first complete
+		// recovery point is milliseconds wide, too narrow to hit by
+		// polling on a loaded machine: the process kills itself (SIGKILL)
+		// at the first point inside it.
+		first := startCLI(t, dir, append(slices.Clone(args), "--fail", "point="+c.earlyPoint+",occurrence=1,kill=process")...)
+		id = first.runID(t, false)
+		first.wait(t, 30*time.Second)
+		if ok, how := first.killedBySIGKILL(); !ok {
+			t.Fatalf("the first process was to die of SIGKILL at %s, but it %s; stderr:\n%s", c.earlyPoint, how, first.stderr)
 		}
+		atKill = viewStorage(t, st, c.exec, id)
+		if atKill.objects == 0 || atKill.complete > 0 {
+			t.Fatalf("killed at %s: storage held %d objects of run %s and %d complete recovery points; want some objects and no complete point",
+				c.earlyPoint, atKill.objects, id, atKill.complete)
+		}
+	} else {
 		first := startCLI(t, dir, args...)
 		id = first.runID(t, false)
-		atKill := killAt(t, first, st, c.exec, id, plan)
-		st.Close()
-		t.Logf("killed: storage held %d objects of run %s, %d of %d recovery points complete", atKill.objects, id, atKill.complete, atKill.points)
-		if !plan.early || atKill.complete == 0 {
-			break
-		}
-		if try == earlyTries {
-			// A loaded machine can let every poll miss a window of a few
-			// milliseconds; the kill that happened is still a valid case
-			// (after the first point), so the test goes on with it.
-			t.Logf("%d tries missed the moment before the first complete recovery point; going on with the last kill, which came after one", try)
-			break
-		}
-		t.Logf("try %d missed the moment before the first complete recovery point; again", try)
+		atKill = killAt(t, first, st, c.exec, id, plan)
 	}
+	st.Close()
+	t.Logf("killed: storage held %d objects of run %s, %d of %d recovery points complete", atKill.objects, id, atKill.complete, atKill.points)
 
 	resume := "--resume=" + id
 	if bareResume {
@@ -498,7 +496,7 @@ var pointKillExecs = []pointKillExec{
 		settings: []string{"--barriers", "unaligned", "--checkpoint-interval", "100ms"}}, true},
 	{killCase{name: "recordwise-final-checkpoint-only", exec: "recordwise", job: "keyed-count", settings: []string{"--checkpoint-interval", "1h"}}, false},
 	{killCase{name: "diskphase", exec: "diskphase", job: "windowed-sum", params: []string{"--window", "200ms"},
-		settings: []string{"--job-records", "4000"}}, true},
+		settings: []string{"--job-records", "4000"}, earlyPoint: "coordinator.after-plan"}, true},
 	{killCase{name: "diskphase-one-job", exec: "diskphase", job: "keyed-count"}, false},
 }
 
