@@ -29,7 +29,7 @@ func Conformance(t *testing.T, s Subject) {
 // extra assertions.
 type Subject struct {
 	// Executor is the executor under test. The suite asks it for the
-	// recovery points of a listing (it must be a inspect.Inspector) and names
+	// recovery points of a listing (it must be an inspect.Inspector) and names
 	// it in messages.
 	Executor run.Executor
 	// Kind is what the executor calls a recovery point: resumed_from.kind
@@ -141,7 +141,7 @@ type WantPoint struct {
 func recoveryPoints(t *testing.T, s Subject) {
 	in, ok := s.Executor.(inspect.Inspector)
 	if !ok {
-		t.Fatalf("%s: the executor cannot read a listing (not a inspect.Inspector)", s.Executor.Name())
+		t.Fatalf("%s: the executor cannot read a listing (not an inspect.Inspector)", s.Executor.Name())
 	}
 	if len(s.Listing.Want) == 0 {
 		t.Fatalf("%s: the subject's Listing wants no recovery point", s.Executor.Name())
