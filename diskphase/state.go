@@ -47,8 +47,10 @@ func snapshotColumns(st operator.Stateful) ([]string, [][]int64, error) {
 	return names, cols, nil
 }
 
-// restoreState loads a state table into a freshly opened operator.
-func (a *attempt) restoreState(ctx context.Context, st operator.Stateful, ref FileRef, producer UnitID) error {
+// restoreState loads a state table into the freshly opened first operator
+// of ch.
+func (a *attempt) restoreState(ctx context.Context, ch *operator.Chain, ref FileRef, producer UnitID) error {
+	st := ch.Op(0).(operator.Stateful)
 	x := a.x
 	names, err := stateNames(st)
 	if err != nil {
@@ -84,5 +86,5 @@ func (a *attempt) restoreState(ctx context.Context, st operator.Stateful, ref Fi
 		parts = append(parts, operator.KeyGroupState{KeyGroup: int(kg), Batch: operator.NewBatchOwning(stateSchema, hi-lo, arrs...)})
 		lo = hi
 	}
-	return st.Restore(parts)
+	return ch.Restore(0, parts)
 }

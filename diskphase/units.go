@@ -61,49 +61,17 @@ func (a *attempt) midWrite() error {
 	return a.point(pointMidWrite)
 }
 
-// openChain builds and opens fresh operator instances for stages.
-func openChain(stages []*job.Stage, octx operator.Context) ([]operator.Operator, error) {
-	var ops []operator.Operator
+// openChain builds and opens fresh operator instances for stages, each
+// emitting into the next. The caller links the sink and closes the chain.
+func openChain(stages []*job.Stage, octx operator.Context) (*operator.Chain, error) {
+	ch := &operator.Chain{}
 	for _, st := range stages {
-		op, err := st.New()
-		if err != nil {
-			closeChain(ops)
-			return nil, fmt.Errorf("stage %s: %w", st.ID, err)
-		}
-		ops = append(ops, op)
-		if err := op.Open(octx); err != nil {
-			closeChain(ops)
+		if err := ch.New(st.New, octx, 0); err != nil {
+			_ = ch.Close()
 			return nil, fmt.Errorf("stage %s: %w", st.ID, err)
 		}
 	}
-	return ops, nil
-}
-
-func closeChain(ops []operator.Operator) {
-	for _, op := range ops {
-		_ = op.Close()
-	}
-}
-
-// chainEmitter returns the emitter that pushes a batch through ops (each
-// one's output into the next) and finally into last.
-func chainEmitter(ops []operator.Operator, last operator.Emitter) operator.Emitter {
-	e := last
-	for i := len(ops) - 1; i >= 0; i-- {
-		op, next := ops[i], e
-		e = operator.EmitFunc(func(b arrow.RecordBatch) error { return op.Process(0, b, next) })
-	}
-	return e
-}
-
-// flushChain flushes ops in order, each into the rest of the chain.
-func flushChain(ops []operator.Operator, last operator.Emitter) error {
-	for i, op := range ops {
-		if err := op.Flush(chainEmitter(ops[i+1:], last)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ch, nil
 }
 
 // runMap runs a map unit: read the split's range, apply the stateless
@@ -121,14 +89,13 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer closeChain(ops)
+	defer ops.Close()
 	nparts := x.plan.Parallelism
 	if x.topo.mapOnly() {
 		nparts = 1
 	}
 	pt := newPartitioner(ic.names, nparts, ic.keyIdx, x.plan.Parallelism)
-	last := operator.EmitFunc(pt.add)
-	head := chainEmitter(ops, last)
+	ops.Link(operator.EmitFunc(pt.add))
 
 	ent := &MapEntry{Start: t.Start, End: t.Start, MaxTS: operator.NoWatermark}
 	var deadline time.Time
@@ -191,7 +158,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 			b.Release()
 			return nil, err
 		}
-		err = head.Emit(b)
+		err = ops.Process(0, b)
 		b.Release()
 		if err != nil {
 			return nil, err
@@ -204,7 +171,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 		}
 	}
 	ent.End = expected
-	if err := flushChain(ops, last); err != nil {
+	if err := ops.Flush(); err != nil {
 		return nil, err
 	}
 	ent.EOF = ent.EOF || t.KnownEOF
@@ -243,19 +210,20 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 	if err != nil {
 		return nil, err
 	}
-	defer closeChain(ops)
-	op, post := ops[0], ops[1:]
+	defer ops.Close()
+	op := ops.Op(0)
 	out := newColumns(topo.outNames)
 	last := operator.EmitFunc(out.add)
 	if t.StateOnly {
 		// The output of a committed job was published already.
 		last = func(arrow.RecordBatch) error { return nil }
 	}
-	emit := chainEmitter(post, last)
+	ops.Link(last)
+	emit := ops.Emitter(0)
 
 	ent := &ReduceEntry{}
 	if t.StateIn != nil && t.StateIn.Name != "" {
-		if err := a.restoreState(ctx, op.(operator.Stateful), *t.StateIn, t.StateProducer); err != nil {
+		if err := a.restoreState(ctx, ops, *t.StateIn, t.StateProducer); err != nil {
 			return nil, err
 		}
 	}
@@ -280,7 +248,7 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 		}
 		schema := topo.inputs[x.splits[in.Split].input].schema
 		n, err := decodeFile(data, in.File, in.Producer, schema, x, func(b arrow.RecordBatch) error {
-			return op.Process(in.Port, b, emit)
+			return ops.Process(in.Port, b)
 		})
 		if err != nil {
 			return nil, err
@@ -296,16 +264,12 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 			}
 		}
 	}
-	if err := op.Flush(emit); err != nil {
+	// The steps after the keyed one are stateless: the watermark only
+	// fires the keyed operator, its output flows through them.
+	if err := ops.Flush(); err != nil {
 		return nil, err
 	}
-	if err := op.AdvanceWatermark(t.WM, emit); err != nil {
-		return nil, err
-	}
-	if err := op.Flush(emit); err != nil {
-		return nil, err
-	}
-	if err := flushChain(post, last); err != nil {
+	if err := ops.AdvanceWatermark(t.WM); err != nil {
 		return nil, err
 	}
 	if lc, ok := op.(operator.LateCounter); ok {

@@ -209,7 +209,7 @@ func (r *rebuild) task(ctx context.Context, t Task) error {
 		return err
 	}
 	defer func() {
-		ch.close()
+		_ = ch.Close()
 	}()
 	if d.Input != nil {
 		n, err := r.read(ctx, *d.Input, ch)
@@ -225,7 +225,7 @@ func (r *rebuild) task(ctx context.Context, t Task) error {
 			bs, err := r.parent(ctx, p)
 			if err == nil {
 				for _, b := range bs {
-					if err = ch.push(b); err != nil {
+					if err = ch.Process(0, b); err != nil {
 						break
 					}
 				}
@@ -236,7 +236,7 @@ func (r *rebuild) task(ctx context.Context, t Task) error {
 			}
 		}
 	}
-	if err := ch.flush(); err != nil {
+	if err := ch.Flush(); err != nil {
 		releaseAll(batches)
 		return err
 	}
@@ -281,7 +281,7 @@ func (r *rebuild) releaseFetched() {
 // read re-reads in [Start, End) and pushes it into ch. It returns the
 // number of records read. Reads are capped at the end of the range, so the
 // piece never takes a record that belonged to its successor.
-func (r *rebuild) read(ctx context.Context, in InputRange, ch *chain) (int64, error) {
+func (r *rebuild) read(ctx context.Context, in InputRange, ch *operator.Chain) (int64, error) {
 	src := r.env.Sources[in.Input]
 	rd, err := src.Open(ctx, in.Partition, in.Start, r.env.Alloc)
 	if err != nil {
@@ -302,7 +302,7 @@ func (r *rebuild) read(ctx context.Context, in InputRange, ch *chain) (int64, er
 		}
 		n += b.NumRows()
 		pos = p.Offset
-		err = ch.push(b)
+		err = ch.Process(0, b)
 		b.Release()
 		if err != nil {
 			return n, err
@@ -314,70 +314,20 @@ func (r *rebuild) read(ctx context.Context, in InputRange, ch *chain) (int64, er
 	return n, nil
 }
 
-// chain is fresh instances of a piece's steps, each emitting into the next.
-type chain struct {
-	ops   []operator.Operator
-	emits []operator.Emitter // emits[i] receives the output of ops[i]
-}
-
-func newChain(j *job.Job, steps []Step, alloc memory.Allocator, sink func(arrow.RecordBatch) error) (*chain, error) {
-	c := &chain{}
+// newChain opens fresh instances of a piece's steps, each emitting into the
+// next and the last into sink.
+func newChain(j *job.Job, steps []Step, alloc memory.Allocator, sink func(arrow.RecordBatch) error) (*operator.Chain, error) {
+	c := &operator.Chain{}
 	for _, s := range steps {
-		st := j.Stage(s.Stage)
-		op, err := st.New()
-		if err != nil {
-			c.close()
-			return nil, fmt.Errorf("stage %s: %w", s.Stage, err)
-		}
-		c.ops = append(c.ops, op)
 		// Stateless steps ignore subtask and key groups; parallelism 1
 		// owning every group is valid for any piece.
-		if err := op.Open(operator.Context{Alloc: alloc, Subtask: 0, Parallelism: 1, KeyGroups: keygroup.All}); err != nil {
-			c.close()
+		if err := c.New(j.Stage(s.Stage).New, operator.Context{Alloc: alloc, Subtask: 0, Parallelism: 1, KeyGroups: keygroup.All}, 0); err != nil {
+			_ = c.Close()
 			return nil, fmt.Errorf("stage %s: %w", s.Stage, err)
 		}
 	}
-	c.emits = make([]operator.Emitter, len(c.ops))
-	for i := range c.ops {
-		if i == len(c.ops)-1 {
-			c.emits[i] = operator.EmitFunc(sink)
-			continue
-		}
-		next := c.ops[i+1]
-		nextEmit := func(b arrow.RecordBatch) error { return next.Process(0, b, c.emits[i+1]) }
-		c.emits[i] = operator.EmitFunc(nextEmit)
-	}
-	if len(c.ops) == 0 {
-		c.emits = []operator.Emitter{operator.EmitFunc(sink)}
-	}
+	c.Link(operator.EmitFunc(sink))
 	return c, nil
-}
-
-// push hands b (borrowed) to the first step, or to the sink for a piece
-// with no steps.
-func (c *chain) push(b arrow.RecordBatch) error {
-	if len(c.ops) == 0 {
-		return c.emits[0].Emit(b)
-	}
-	return c.ops[0].Process(0, b, c.emits[0])
-}
-
-// flush flushes every step in order, so what one step flushes still goes
-// through the steps after it.
-func (c *chain) flush() error {
-	for i, op := range c.ops {
-		if err := op.Flush(c.emits[i]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *chain) close() {
-	for _, op := range c.ops {
-		_ = op.Close()
-	}
-	c.ops = nil
 }
 
 func releaseAll(bs []arrow.RecordBatch) {

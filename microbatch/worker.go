@@ -115,6 +115,7 @@ type worker struct {
 	cancel  context.CancelFunc
 	started bool
 	ops     []operator.Operator // by stage index; nil for non-operator stages
+	opChain operator.Chain      // owns ops (unlinked: each stage emits into its batch's output)
 	// fps is, per stage, the fingerprint of each key group's state as of
 	// the last state version written or restored (0 = empty group).
 	fps    [][keygroup.Count]uint64
@@ -168,12 +169,8 @@ func (w *worker) teardown() {
 }
 
 func (w *worker) closeOps() {
-	for i, op := range w.ops {
-		if op != nil {
-			_ = op.Close()
-			w.ops[i] = nil
-		}
-	}
+	_ = w.opChain.Close()
+	clear(w.ops)
 }
 
 // batchData is the in-memory intermediate data of one batch run.

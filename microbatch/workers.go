@@ -52,23 +52,15 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		if st.Keyed {
 			octx.KeyGroups = kgs
 		}
-		if err := op.Open(octx); err != nil {
+		if err := w.opChain.Open(op, octx, 0); err != nil {
 			return fail(fmt.Errorf("opening stage %s subtask %d: %w", st.ID, id, err))
 		}
 		if !c.topo.stateful[si] {
 			continue
 		}
-		var parts []operator.KeyGroupState
 		if a := ls[st.ID]; a != nil {
-			for kg := kgs.Start; kg < kgs.End; kg++ {
-				if a[kg].Batch != nil {
-					parts = append(parts, a[kg])
-				}
-			}
-		}
-		sop := op.(operator.Stateful)
-		if len(parts) > 0 {
-			if err := sop.Restore(parts); err != nil {
+			// Only this worker's key groups, also for an unkeyed stage.
+			if err := w.opChain.Restore(w.opChain.Len()-1, a[kgs.Start:kgs.End]); err != nil {
 				return fail(fmt.Errorf("restoring stage %s subtask %d from state version %d: %w", st.ID, id, c.stateVersion, err))
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
@@ -126,40 +125,20 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 		if err != nil {
 			return fmt.Errorf("task %s: building %s: %w", t.id, st.ID, err)
 		}
-		t.ops = append(t.ops, op)
-		if err := op.Open(operator.Context{Alloc: env.Alloc, Subtask: t.sub, Parallelism: p, KeyGroups: kgs}); err != nil {
-			return fmt.Errorf("task %s: opening %s: %w", t.id, st.ID, err)
-		}
 		port := 0
 		if i > 0 && len(st.Inputs) == 1 {
 			port = st.Inputs[0].Port
 		}
-		t.ports = append(t.ports, port)
-		if sf, ok := op.(operator.Stateful); ok && rp.found {
-			var mine []operator.KeyGroupState
-			for _, part := range rp.opStates[st.ID] {
-				if kgs.Contains(part.KeyGroup) {
-					mine = append(mine, part)
-				}
-			}
-			if len(mine) > 0 {
-				if err := sf.Restore(mine); err != nil {
-					return fmt.Errorf("task %s: restoring %s from recovery point %d: %w", t.id, st.ID, rp.id, err)
-				}
+		if err := t.ops.Open(op, operator.Context{Alloc: env.Alloc, Subtask: t.sub, Parallelism: p, KeyGroups: kgs}, port); err != nil {
+			return fmt.Errorf("task %s: opening %s: %w", t.id, st.ID, err)
+		}
+		if rp.found {
+			if err := t.ops.Restore(i, rp.opStates[st.ID]); err != nil {
+				return fmt.Errorf("task %s: restoring %s from recovery point %d: %w", t.id, st.ID, rp.id, err)
 			}
 		}
 	}
-	t.emitters = make([]operator.Emitter, len(t.ops))
-	for i := range t.ops {
-		if i+1 < len(t.ops) {
-			next, port := i+1, t.ports[i+1]
-			t.emitters[i] = operator.EmitFunc(func(b arrow.RecordBatch) error {
-				return t.ops[next].Process(port, b, t.emitters[next])
-			})
-		} else {
-			t.emitters[i] = operator.EmitFunc(t.tail)
-		}
-	}
+	t.ops.Link(operator.EmitFunc(t.tail))
 	// Inputs.
 	if n := len(t.in); n > 0 {
 		h, err := barrier.New[item](n, inc.mode)

@@ -171,17 +171,12 @@ func (t *task) precommitSink(id checkpoint.ID) bool {
 // snapshotOperators copies the state of every stateful operator of the
 // chain into ck. It reports false when a snapshot failed (the task fails).
 func (t *task) snapshotOperators(ck *pendingCk) bool {
-	for i, op := range t.ops {
-		sf, ok := op.(operator.Stateful)
-		if !ok {
-			continue
-		}
-		parts, err := sf.Snapshot()
-		if err != nil {
-			t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
-			return false
-		}
+	i, err := t.ops.Snapshot(func(i int, parts []operator.KeyGroupState) {
 		ck.ops = append(ck.ops, opSnap{stage: t.ch.ops[i].ID, parts: parts})
+	})
+	if err != nil {
+		t.fail(fmt.Errorf("task %s: snapshot of %s: %w", t.id, t.ch.ops[i].ID, err))
+		return false
 	}
 	return true
 }

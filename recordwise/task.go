@@ -37,9 +37,7 @@ type task struct {
 	ctrlMu sync.Mutex
 	ctrl   []ctrlMsg
 
-	ops      []operator.Operator
-	emitters []operator.Emitter
-	ports    []int // input port of each chained op (ops[0]: per channel)
+	ops operator.Chain // the chain's operators, linked to tail
 
 	// network input
 	in        []*queue
@@ -456,10 +454,7 @@ func (t *task) processItem(c int, it item) {
 // head feeds a batch to the first operator of the chain (or straight to
 // the tail of an operator-less chain).
 func (t *task) head(port int, b arrow.RecordBatch) error {
-	if len(t.ops) == 0 {
-		return t.tail(b)
-	}
-	return t.ops[0].Process(port, b, t.emitters[0])
+	return t.ops.Process(port, b)
 }
 
 func (t *task) tail(b arrow.RecordBatch) error {
@@ -475,12 +470,7 @@ func (t *task) tail(b arrow.RecordBatch) error {
 // flushChain flushes every operator in chain order, so what one emits on
 // Flush is processed (and flushed) by the next.
 func (t *task) flushChain() error {
-	for i, op := range t.ops {
-		if err := op.Flush(t.emitters[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.ops.Flush()
 }
 
 // advance delivers watermark wm to the chain and emits it downstream.
@@ -489,15 +479,9 @@ func (t *task) advance(wm int64) {
 		return
 	}
 	t.wm = wm
-	for i, op := range t.ops {
-		if err := op.AdvanceWatermark(wm, t.emitters[i]); err != nil {
-			t.fail(err)
-			return
-		}
-		if err := op.Flush(t.emitters[i]); err != nil {
-			t.fail(err)
-			return
-		}
+	if err := t.ops.AdvanceWatermark(wm); err != nil {
+		t.fail(err)
+		return
 	}
 	if t.router != nil {
 		t.router.watermark(wm, t.wmBorn())
@@ -545,11 +529,10 @@ func (t *task) release() {
 	if t.snk != nil {
 		t.snk.close()
 	}
-	for _, op := range t.ops {
-		if lc, ok := op.(operator.LateCounter); ok {
+	for i := 0; i < t.ops.Len(); i++ {
+		if lc, ok := t.ops.Op(i).(operator.LateCounter); ok {
 			t.inc.obs.addLate(lc.LateRows())
 		}
-		_ = op.Close()
 	}
-	t.ops = nil
+	_ = t.ops.Close()
 }

@@ -20,6 +20,10 @@
 // allocated from Context.Alloc so tests with a checked allocator see every
 // byte.
 //
+// Executors run their operators through a Chain, which links each
+// operator's output to the next and fixes the order of Open, Restore, Flush,
+// AdvanceWatermark, Snapshot and Close.
+//
 // # Event time
 //
 // AdvanceWatermark(wm) promises that no further input on any port carries an

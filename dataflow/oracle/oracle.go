@@ -172,8 +172,9 @@ func runOperator(st *job.Stage, outputs map[string][]arrow.RecordBatch, alloc me
 	if err != nil {
 		return nil, 0, err
 	}
+	var ch operator.Chain
 	defer func() {
-		if cerr := op.Close(); cerr != nil && err == nil {
+		if cerr := ch.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 		if err != nil {
@@ -181,28 +182,25 @@ func runOperator(st *job.Stage, outputs map[string][]arrow.RecordBatch, alloc me
 			out = nil
 		}
 	}()
-	if err := op.Open(operator.Context{Alloc: alloc, Subtask: 0, Parallelism: 1, KeyGroups: keygroup.All}); err != nil {
+	if err := ch.Open(op, operator.Context{Alloc: alloc, Subtask: 0, Parallelism: 1, KeyGroups: keygroup.All}, 0); err != nil {
 		return nil, 0, err
 	}
-	emit := operator.EmitFunc(func(b arrow.RecordBatch) error {
+	ch.Link(operator.EmitFunc(func(b arrow.RecordBatch) error {
 		b.Retain()
 		out = append(out, b)
 		return nil
-	})
+	}))
 	for _, e := range st.Inputs {
 		for _, b := range outputs[e.From] {
-			if err := op.Process(e.Port, b, emit); err != nil {
+			if err := ch.Process(e.Port, b); err != nil {
 				return out, 0, err
 			}
 		}
 	}
-	if err := op.Flush(emit); err != nil {
+	if err := ch.Flush(); err != nil {
 		return out, 0, err
 	}
-	if err := op.AdvanceWatermark(operator.EndOfTime, emit); err != nil {
-		return out, 0, err
-	}
-	if err := op.Flush(emit); err != nil {
+	if err := ch.AdvanceWatermark(operator.EndOfTime); err != nil {
 		return out, 0, err
 	}
 	if lc, ok := op.(operator.LateCounter); ok {
