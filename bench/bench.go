@@ -26,6 +26,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
@@ -167,8 +168,8 @@ type Plan struct {
 
 // Outcome is one run of one contestant.
 type Outcome struct {
-	Fails   []string     `json:"fails"`
-	Summary *run.Summary `json:"summary"`
+	Fails   []string        `json:"fails"`
+	Summary *report.Summary `json:"summary"`
 	// Correct is true when the resolved output equals the reference's;
 	// Diff says how it differs otherwise.
 	Correct bool   `json:"correct"`
@@ -191,7 +192,7 @@ type Report struct {
 	SinkMode  string            `json:"sink_mode"`
 	Started   time.Time         `json:"started"`
 	CPUs      int               `json:"cpus"`
-	Reference *run.Summary      `json:"reference"`
+	Reference *report.Summary   `json:"reference"`
 	Results   []Result          `json:"results"`
 }
 
@@ -336,7 +337,7 @@ func (p Plan) storageFor(name string) string {
 }
 
 // runOnce runs cfg and returns its summary and resolved output.
-func (p Plan) runOnce(ctx context.Context, cfg run.Config, withStore bool) (*run.Summary, *sink.Table, error) {
+func (p Plan) runOnce(ctx context.Context, cfg run.Config, withStore bool) (*report.Summary, *sink.Table, error) {
 	exec, ok := p.Executors[cfg.Executor]
 	if !ok {
 		return nil, nil, fmt.Errorf("no executor %q", cfg.Executor)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/diskphase"
@@ -65,8 +66,8 @@ func TestParseContestants(t *testing.T) {
 func TestBillSumsRecoveriesAndKeepsNulls(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	n := func(v int64) *int64 { return &v }
-	clean := &run.Summary{WallMs: 1000}
-	crash := &run.Summary{WallMs: 1300, Recoveries: []run.Recovery{
+	clean := &report.Summary{WallMs: 1000}
+	crash := &report.Summary{WallMs: 1300, Recoveries: []report.Recovery{
 		{DetectMs: f(1), RestoreMs: f(10), ReprocessedRecords: n(100), CatchUpMs: f(5)},
 		{DetectMs: f(2), RestoreMs: f(20), ReprocessedRecords: n(50), CatchUpMs: f(7)},
 	}}
@@ -84,7 +85,7 @@ func TestBillSumsRecoveriesAndKeepsNulls(t *testing.T) {
 	if b.CatchUpMs != nil || b.RecoveryMs() != nil || *b.RestoreMs != 30 {
 		t.Fatalf("partial catch-up must stay null: %+v", b)
 	}
-	if BillOf(clean, &run.Summary{}).RecoveryMs() != nil {
+	if BillOf(clean, &report.Summary{}).RecoveryMs() != nil {
 		t.Fatal("a run without recoveries has no recovery time")
 	}
 }
@@ -200,7 +201,7 @@ func TestRunComparesEveryContestantWithTheReference(t *testing.T) {
 // output: the benchmark must call that wrong, however fast it was.
 type losingExecutor struct{ run.Executor }
 
-func (l losingExecutor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+func (l losingExecutor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	s, err := l.Executor.Run(ctx, env)
 	if err != nil {
 		return nil, err

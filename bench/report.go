@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
 // notMeasured stands for a figure the executor does not report (a null in
@@ -43,7 +43,7 @@ func (b Bill) RecoveryMs() *float64 {
 // BillOf sums the recoveries of crash and compares its wall time with
 // clean's. A field is nil unless every recovery reported it: a sum over
 // some recoveries only would make that contestant look cheaper.
-func BillOf(clean, crash *run.Summary) Bill {
+func BillOf(clean, crash *report.Summary) Bill {
 	b := Bill{Recoveries: len(crash.Recoveries), ExtraWallMs: crash.WallMs - clean.WallMs}
 	if b.Recoveries == 0 {
 		return b
@@ -160,21 +160,21 @@ func (r *Report) tables() []table {
 	return []table{running, crashed}
 }
 
-func summaryOf(o *Outcome) *run.Summary {
+func summaryOf(o *Outcome) *report.Summary {
 	if o == nil {
 		return nil
 	}
 	return o.Summary
 }
 
-func latencyCells(s *run.Summary) []string {
+func latencyCells(s *report.Summary) []string {
 	if s.LatencyMs == nil {
 		return blanks(3)
 	}
 	return []string{fmt.Sprintf("%.1f", s.LatencyMs.P50), fmt.Sprintf("%.1f", s.LatencyMs.P99), fmt.Sprintf("%.1f", s.LatencyMs.Max)}
 }
 
-func checkpointCell(s *run.Summary) string {
+func checkpointCell(s *report.Summary) string {
 	if s.Checkpoints == nil {
 		return notMeasured
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
@@ -216,8 +217,8 @@ func (c *coordinator) start(ctx context.Context) error {
 		now := time.Now()
 		rec := cc.rec
 		x.met.mu.Lock()
-		rec.detect = durPtr(t0.Sub(rec.at))
-		rec.restore = durPtr(now.Sub(t0))
+		rec.Detect = durPtr(t0.Sub(rec.At))
+		rec.Restore = durPtr(now.Sub(t0))
 		x.met.mu.Unlock()
 		for _, u := range cc.abandoned {
 			if !c.m.isDone(u) {
@@ -226,8 +227,8 @@ func (c *coordinator) start(ctx context.Context) error {
 			}
 		}
 		x.met.settle(rec)
-		x.met.emit(map[string]any{"event": "coordinator_restarted", "incarnation": c.inc,
-			"restore_ms": float64(now.Sub(t0).Microseconds()) / 1000})
+		x.met.emit("coordinator_restarted", map[string]any{"incarnation": c.inc,
+			"restore_ms": report.Millis(now.Sub(t0))})
 		x.tracef(traceEvent{Kind: "restart", Detail: fmt.Sprint(c.inc)})
 	}
 	if rec := x.processDied; rec != nil {
@@ -317,7 +318,7 @@ func (c *coordinator) exec(ctx context.Context, a action) error {
 		}
 		x.met.recorded(a.Unit, lost)
 		if ev := x.lost.recorded(a.Unit, a.Map, time.Now()); ev != nil {
-			x.met.emit(ev)
+			x.met.emit("lost_pieces", ev)
 		}
 		x.tracef(traceEvent{Kind: "recorded", Unit: a.Unit, Attempt: a.Attempt})
 		if err := c.point(pointAfterRecord); err != nil {
@@ -401,7 +402,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		}
 		rec := x.met.newRecovery(cause, msg.at, false)
 		x.met.mu.Lock()
-		rec.detect = durPtr(time.Since(msg.at))
+		rec.Detect = durPtr(time.Since(msg.at))
 		x.met.mu.Unlock()
 		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String()})
 		if r == nil {
@@ -427,7 +428,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		case isCrash:
 			rec := x.met.newRecovery(fmt.Sprintf("worker %d crashed at %s while running %s", r.worker, crash.Spec, r.unit), msg.at, false)
 			x.met.mu.Lock()
-			rec.detect = durPtr(time.Since(msg.at))
+			rec.Detect = durPtr(time.Since(msg.at))
 			x.met.mu.Unlock()
 			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: crash.Spec.String()})
 			c.killed(r, crash, rec)

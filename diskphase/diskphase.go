@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
@@ -51,7 +52,7 @@ func (Executor) FailPoints() []string { return append([]string(nil), failPoints.
 func (Executor) Workers(cfg run.Config) int { return max(cfg.Parallelism, 1) }
 
 // Run implements run.Executor.
-func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	x, err := e.prepare(env)
 	if err != nil {
 		return nil, fmt.Errorf("diskphase: %w", err)
@@ -77,7 +78,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 }
 
 // summary folds the lost-piece figures (rebuild.go) into the metrics'.
-func (x *execution) summary() *run.Summary {
+func (x *execution) summary() *report.Summary {
 	s := x.met.summary()
 	s.LostPieces = x.lost.summary()
 	return s

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -20,8 +20,8 @@ import (
 // finite job, and the records read by the map units the ledger holds as
 // finished (of every job, committed or not), which no coordinator runs
 // again unless a file they made is lost.
-func resumedFrom(d *durableState) *run.ResumedFrom {
-	rf := &run.ResumedFrom{Kind: "finite job"}
+func resumedFrom(d *durableState) *report.ResumedFrom {
+	rf := &report.ResumedFrom{Kind: "finite job"}
 	for j := range d.commits {
 		if id := int64(j); rf.ID == nil || id > *rf.ID {
 			rf.ID = &id

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -65,7 +66,7 @@ type scenario struct {
 }
 
 type outcome struct {
-	summary *run.Summary
+	summary *report.Summary
 	stats   sink.Stats
 	table   *sink.Table
 	want    *runtest.Want

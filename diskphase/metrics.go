@@ -1,14 +1,13 @@
 package diskphase
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
 // metrics is the measuring harness of one Run. It lives outside every
@@ -17,7 +16,7 @@ import (
 // recovery reads durable storage only.
 type metrics struct {
 	mu       sync.Mutex
-	progress io.Writer
+	progress *report.Progress
 	start    time.Time
 
 	recordsIn   int64 // source records read, re-reads included
@@ -25,11 +24,11 @@ type metrics struct {
 	distinct    int64 // records of committed finite jobs
 	lateRows    int64
 	lostRecords int64
-	crashes     int
+	bill        report.Bill
 	recoveries  []*recoveryRec
 	committed   int
 	commitFails int
-	latency     *run.LatencyRecorder
+	latency     *report.LatencyRecorder
 
 	jobs      map[int]*jobMetrics
 	attempts  map[UnitID]int
@@ -43,7 +42,7 @@ type metrics struct {
 	notes     []string
 	// resumedFrom is what the first coordinator of a resumed process found
 	// (--resume).
-	resumedFrom *run.ResumedFrom
+	resumedFrom *report.ResumedFrom
 }
 
 type jobMetrics struct {
@@ -56,25 +55,18 @@ type jobMetrics struct {
 	rowsReread                 int64
 }
 
-// recoveryRec is the bill of one crash (or of one lost file).
+// recoveryRec is the bill of one crash (or of one lost file) with what
+// its catch-up waits for: the units it interrupted to be recorded again,
+// and the commit it interrupted (commitJob, -1 for none) to succeed.
 type recoveryRec struct {
-	cause       string
-	at          time.Time
-	loss        bool // a lost file, not a crash
-	detect      *time.Duration
-	restore     *time.Duration
-	reprocessed int64
-	pending     map[UnitID]bool
-	commitJob   int // a commit the crash interrupted, -1 for none
-	catchUp     *time.Duration
-	// earlier: the death of the process before this one (--resume). Its
-	// detection and what it cut short are unknown; only the restore is
-	// measured, and it waits for no unit.
-	earlier bool
+	*report.Crash
+	pending   map[UnitID]bool
+	commitJob int
 }
 
 func newMetrics(progress io.Writer) *metrics {
-	return &metrics{progress: progress, start: time.Now(), latency: run.NewLatencyRecorder(),
+	start := time.Now()
+	return &metrics{progress: report.NewProgress(progress, "diskphase", start), start: start, latency: report.NewLatencyRecorder(),
 		jobs: map[int]*jobMetrics{}, attempts: map[UnitID]int{}, tags: map[UnitID][]*recoveryRec{}}
 }
 
@@ -93,12 +85,15 @@ func durPtr(d time.Duration) *time.Duration { return &d }
 func (m *metrics) newRecovery(cause string, at time.Time, loss bool) *recoveryRec {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec := &recoveryRec{cause: cause, at: at, loss: loss, pending: map[UnitID]bool{}, commitJob: -1}
-	if !loss {
-		m.crashes++
+	open, event := m.bill.Open, "crash"
+	if loss {
+		open, event = m.bill.OpenLoss, "file_lost"
 	}
+	c := open(cause, at)
+	c.Reprocessed = new(int64)
+	rec := &recoveryRec{Crash: c, pending: map[UnitID]bool{}, commitJob: -1}
 	m.recoveries = append(m.recoveries, rec)
-	m.event(map[string]any{"event": map[bool]string{true: "file_lost", false: "crash"}[loss], "cause": cause})
+	m.progress.EmitAt(event, at, map[string]any{"cause": cause})
 	return rec
 }
 
@@ -109,21 +104,20 @@ func (m *metrics) newRecovery(cause string, at time.Time, loss bool) *recoveryRe
 func (m *metrics) processDied() *recoveryRec {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.crashes++
-	rec := &recoveryRec{cause: run.CauseProcessDied, at: m.start, earlier: true, pending: map[UnitID]bool{}, commitJob: -1}
+	rec := &recoveryRec{Crash: m.bill.ProcessDied(m.start), pending: map[UnitID]bool{}, commitJob: -1}
 	m.recoveries = append(m.recoveries, rec)
 	return rec
 }
 
 // resumedAt completes rec, the earlier process's death, once the first
 // coordinator of this process has restored rf in restore.
-func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, rf *run.ResumedFrom) {
+func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, rf *report.ResumedFrom) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec.restore = &restore
+	rec.Restore = &restore
 	m.resumedFrom = rf
-	m.event(map[string]any{"event": "coordinator_restarted", "incarnation": incarnation,
-		"restore_ms": float64(restore.Microseconds()) / 1000, "cause": rec.cause, "resumed_from": rf})
+	m.progress.Emit("coordinator_restarted", map[string]any{"incarnation": incarnation,
+		"restore_ms": report.Millis(restore), "cause": rec.Cause, "resumed_from": rf})
 }
 
 // interrupted files unit u as one of the units rec must see recorded again.
@@ -139,8 +133,8 @@ func (m *metrics) interrupted(rec *recoveryRec, u UnitID, count bool) {
 
 // settle closes rec's catch-up when nothing it waits for is left.
 func (m *metrics) settleLocked(rec *recoveryRec, now time.Time) {
-	if rec.catchUp == nil && len(rec.pending) == 0 && rec.commitJob < 0 {
-		rec.catchUp = durPtr(now.Sub(rec.at))
+	if rec.CatchUp == nil && len(rec.pending) == 0 && rec.commitJob < 0 {
+		rec.CatchUp = durPtr(now.Sub(rec.At))
 	}
 }
 
@@ -167,9 +161,9 @@ func (m *metrics) attemptStarted(u UnitID, now time.Time) (rerun bool, rec *reco
 	if tags := m.tags[u]; len(tags) > 0 {
 		rec = tags[len(tags)-1]
 		for _, r := range tags {
-			if r.restore == nil && !r.loss && r.detect != nil {
+			if r.Restore == nil && !r.Loss && r.Detect != nil {
 				// Time from noticing the crash to the first re-run.
-				r.restore = durPtr(now.Sub(r.at) - *r.detect)
+				r.Restore = durPtr(now.Sub(r.At) - *r.Detect)
 			}
 		}
 	}
@@ -185,8 +179,8 @@ func (m *metrics) recordsRead(u UnitID, n int64, rerun bool, rec *recoveryRec) {
 	if rerun {
 		jm.recordsReread += n
 	}
-	if rec != nil {
-		rec.reprocessed += n
+	if rec != nil && rec.Reprocessed != nil {
+		*rec.Reprocessed += n
 	}
 }
 
@@ -285,7 +279,7 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 		}
 	}
 	line := map[string]any{
-		"event": "job_committed", "job": c.Job, "records": c.Records, "rows_out": c.RowsOut, "late_rows": c.LateRows,
+		"job": c.Job, "records": c.Records, "rows_out": c.RowsOut, "late_rows": c.LateRows,
 		"map_ms": jm.mapMs, "reduce_ms": jm.reduceMs, "commit_ms": jm.commitMs,
 		"bytes_materialised": jm.bytes, "files_materialised": jm.files,
 		"units_run": jm.unitsRun, "units_rerun": jm.unitsRerun,
@@ -294,63 +288,32 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 	if wm != noWM {
 		line["watermark"] = wm
 	}
-	m.event(line)
+	m.progress.Emit("job_committed", line)
 }
 
 // noWM avoids importing operator here for one constant.
 const noWM = -1 << 63
 
-// event writes one progress line; m.mu is held.
-func (m *metrics) event(fields map[string]any) {
-	if m.progress == nil {
-		return
-	}
-	fields["executor"] = "diskphase"
-	fields["t_ms"] = float64(time.Since(m.start).Microseconds()) / 1000
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return
-	}
-	_, _ = fmt.Fprintf(m.progress, "%s\n", b)
-}
-
-func (m *metrics) emit(fields map[string]any) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.event(fields)
-}
+// emit writes one progress event.
+func (m *metrics) emit(event string, fields map[string]any) { m.progress.Emit(event, fields) }
 
 // summary builds the run's summary.
-func (m *metrics) summary() *run.Summary {
+func (m *metrics) summary() *report.Summary {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wall := time.Since(m.start)
-	s := &run.Summary{
+	s := &report.Summary{
 		RecordsIn: m.recordsIn, RowsOut: m.rowsOut, LostRecords: m.lostRecords, LateRows: m.lateRows,
-		Crashes:     m.crashes,
-		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.commitFails},
+		Crashes:     m.bill.Crashes(),
+		Checkpoints: &report.Checkpoints{Completed: m.committed, Failed: m.commitFails},
 		LatencyMs:   m.latency.Latency(),
-		WallMs:      float64(wall.Microseconds()) / 1000,
+		WallMs:      report.Millis(wall),
 		ResumedFrom: m.resumedFrom,
 	}
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.distinct) / wall.Seconds()
 	}
-	ms := func(d *time.Duration) *float64 {
-		if d == nil {
-			return nil
-		}
-		v := float64(d.Microseconds()) / 1000
-		return &v
-	}
-	for _, rec := range m.recoveries {
-		r := run.Recovery{Cause: rec.cause, DetectMs: ms(rec.detect), RestoreMs: ms(rec.restore), CatchUpMs: ms(rec.catchUp)}
-		if !rec.earlier {
-			n := rec.reprocessed
-			r.ReprocessedRecords = &n
-		}
-		s.Recoveries = append(s.Recoveries, r)
-	}
+	s.Recoveries = m.bill.Recoveries()
 	s.Notes = append(s.Notes, m.notes...)
 	var mapMs, redMs, comMs float64
 	var reread int64

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/lineage"
 )
 
@@ -90,13 +90,9 @@ func (c *coordinator) planLostFile(bad *fileBadError) (UnitID, error) {
 // lostPieces are the lost-piece figures of a run; they outlive
 // coordinator incarnations, like metrics.
 type lostPieces struct {
-	mu            sync.Mutex
-	pending       map[UnitID]pendingPiece
-	recoveries    int
-	piecesLost    int
-	piecesRebuilt int
-	recordsReread int64
-	wall          time.Duration
+	mu      sync.Mutex
+	pending map[UnitID]pendingPiece
+	tally   report.PieceTally
 }
 
 type pendingPiece struct {
@@ -110,8 +106,7 @@ func (l *lostPieces) planned(u UnitID, lost int, records int64, now time.Time) {
 	if l.pending == nil {
 		l.pending = map[UnitID]pendingPiece{}
 	}
-	l.recoveries++
-	l.piecesLost += lost
+	l.tally.Loss(report.PieceLoss{PiecesLost: lost})
 	l.pending[u] = pendingPiece{at: now, records: records}
 }
 
@@ -126,22 +121,10 @@ func (l *lostPieces) recorded(u UnitID, e *MapEntry, now time.Time) map[string]a
 	}
 	delete(l.pending, u)
 	wall := now.Sub(p.at)
-	l.piecesRebuilt++
-	l.recordsReread += e.Records
-	l.wall += wall
-	return map[string]any{"event": "lost_pieces", "recovery": "lineage", "job": u.Job, "unit": u.String(),
+	l.tally.More(report.PieceLoss{PiecesRebuilt: 1, RecordsReread: e.Records, Wall: wall})
+	return map[string]any{"recovery": "lineage", "job": u.Job, "unit": u.String(),
 		"pieces_lost": 1, "pieces_rebuilt": 1, "records_reread": e.Records, "planned_records": p.records,
-		"rebuild_ms": float64(wall.Microseconds()) / 1000}
+		"rebuild_ms": report.Millis(wall)}
 }
 
-func (l *lostPieces) summary() *run.LostPieces {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := &run.LostPieces{Recovery: "lineage", Recoveries: l.recoveries, PiecesLost: l.piecesLost,
-		PiecesRebuilt: l.piecesRebuilt, RecordsReread: l.recordsReread}
-	if l.piecesRebuilt > 0 {
-		v := float64(l.wall.Microseconds()) / 1000
-		s.RebuildMs = &v
-	}
-	return s
-}
+func (l *lostPieces) summary() *report.LostPieces { return l.tally.Summary("lineage") }

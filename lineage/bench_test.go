@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
@@ -75,7 +76,7 @@ func BenchmarkRebuild(b *testing.B) {
 				survivors[i] = WorkerID(1 + i)
 			}
 			b.Run(fmt.Sprintf("%s/survivors=%d", mode, n), func(b *testing.B) {
-				var m Metrics
+				var m report.PieceLoss
 				for b.Loop() {
 					var plan RebuildPlan
 					var err error
@@ -91,7 +92,7 @@ func BenchmarkRebuild(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					m = res.Metrics
+					m = res.Loss
 					res.Release()
 				}
 				b.ReportMetric(float64(m.PiecesRebuilt), "pieces")

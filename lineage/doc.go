@@ -20,8 +20,8 @@
 //   - Rebuild (rebuild.go) executes a plan with one goroutine per survivor:
 //     it re-reads each source-derived piece's range from a re-readable
 //     source and pushes it through fresh operator instances of its steps,
-//     and reports Metrics (pieces lost, pieces rebuilt, records re-read,
-//     wall time).
+//     and reports what it cost as a report.PieceLoss (pieces lost,
+//     pieces rebuilt, records re-read, wall time).
 //
 // # Calling convention
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
@@ -33,23 +34,14 @@ type Env struct {
 	ReadRows int
 }
 
-// Metrics are the figures a rebuild reports.
-type Metrics struct {
-	// PiecesLost counts the pieces whose only copy was on a lost worker.
-	PiecesLost int `json:"pieces_lost"`
-	// PiecesRebuilt counts the pieces re-derived (needed or on the way).
-	PiecesRebuilt int `json:"pieces_rebuilt"`
-	// RecordsReread counts the input records read again from sources.
-	RecordsReread int64 `json:"records_reread"`
-	// Wall is the time from the start of Rebuild until every task ended.
-	Wall time.Duration `json:"wall_ns"`
-}
-
 // Result holds the rebuilt pieces. The caller owns the batches and frees
 // them with Release.
 type Result struct {
-	Pieces  map[PieceID][]arrow.RecordBatch
-	Metrics Metrics
+	Pieces map[PieceID][]arrow.RecordBatch
+	// Loss is what the rebuild cost; its Wall runs from the start of
+	// Rebuild until every task ended, and PiecesRebuilt counts the pieces
+	// needed and those on the way to them.
+	Loss report.PieceLoss
 }
 
 // Release releases every rebuilt batch.
@@ -106,7 +98,7 @@ func Rebuild(ctx context.Context, plan RebuildPlan, env Env) (*Result, error) {
 	}
 	wg.Wait()
 	r.releaseFetched()
-	res := &Result{Pieces: r.out, Metrics: Metrics{
+	res := &Result{Pieces: r.out, Loss: report.PieceLoss{
 		PiecesLost:    len(plan.Lost),
 		PiecesRebuilt: int(r.rebuilt),
 		RecordsReread: r.reread,

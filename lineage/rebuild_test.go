@@ -251,7 +251,7 @@ func TestRebuildIdentical(t *testing.T) {
 				wantRead += d.Input.Records()
 				samePiece(t, id, first.pieces[id], res.Pieces[id])
 			}
-			m := res.Metrics
+			m := res.Loss
 			if m.PiecesLost != len(plan.Lost) || m.PiecesRebuilt != len(plan.Lost) || m.RecordsReread != wantRead || len(res.Pieces) != len(plan.Lost) {
 				t.Errorf("metrics %+v, want %d pieces, %d records", m, len(plan.Lost), wantRead)
 			}
@@ -323,7 +323,7 @@ func TestRebuildThroughParents(t *testing.T) {
 	if fetches.Load() != int64(len(plan.Fetch)) {
 		t.Errorf("%d fetches, plan has %d", fetches.Load(), len(plan.Fetch))
 	}
-	t.Logf("%d tasks, %d fetched, metrics %+v", len(plan.Tasks), len(plan.Fetch), res.Metrics)
+	t.Logf("%d tasks, %d fetched, metrics %+v", len(plan.Tasks), len(plan.Fetch), res.Loss)
 }
 
 // noise is a test-only stateless step that is not deterministic: it appends

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -276,7 +277,7 @@ func checkLedger(t *testing.T, l *batchLedger, redelivered bool) {
 	}
 }
 
-func fallbackNote(s *run.Summary) string {
+func fallbackNote(s *report.Summary) string {
 	for _, n := range s.Notes {
 		if strings.Contains(n, "could not be restored") || strings.Contains(n, "could not be read") {
 			return n

@@ -40,7 +40,7 @@ func TestBatchStopsWhenAKillHasOnlyClosedStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newCoordinator(env, opts, "kill-test", 0, newMetrics(nil))
+	c, err := newCoordinator(env, opts, "kill-test", 0, newMetrics(nil, RecoveryRerunBatch))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/lineage"
 )
 
@@ -184,15 +185,6 @@ func (c *coordinator) batchPieces(done int) (*batchPieces, error) {
 	return bp, nil
 }
 
-// lostPieceMetrics are the figures of lost-piece recovery over a run.
-type lostPieceMetrics struct {
-	recoveries    int
-	piecesLost    int
-	piecesRebuilt int
-	recordsReread int64
-	wall          time.Duration
-}
-
 // recoverLostPieces handles the workers found dead after stage done-1 of
 // the running batch. It returns false when the batch must be rolled back
 // instead (rerun-batch, or nobody survives to rebuild on).
@@ -320,11 +312,10 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	}
 
 	primary := c.takeRecoveries()
-	m := res.Metrics
-	c.met.recovered(primary, start, time.Now(), m.RecordsReread)
+	c.met.recovered(primary, start, time.Now(), res.Loss.RecordsReread)
 	c.met.lostPieces(lostPieceReport{
-		mode: RecoveryLineage, batch: c.cur.Batch, lost: dead, survivors: alive, piecesLost: m.PiecesLost,
-		piecesRebuilt: m.PiecesRebuilt, recordsReread: m.RecordsReread, wall: m.Wall, plan: &plan, ranges: bp.ranges,
+		mode: RecoveryLineage, batch: c.cur.Batch, lost: dead, survivors: alive, loss: res.Loss,
+		plan: &plan, ranges: bp.ranges,
 	})
 	return true, nil
 }
@@ -376,10 +367,10 @@ func (c *coordinator) noteRerun(done int) error {
 	}
 	r.lost = append(r.lost, dead...)
 	r.survivors = alive
-	r.piecesLost += len(lost.Lost)
-	r.piecesRebuilt += len(all.Tasks)
+	r.loss.PiecesLost += len(lost.Lost)
+	r.loss.PiecesRebuilt += len(all.Tasks)
 	for _, t := range all.Tasks {
-		r.recordsReread += t.Piece.Input.Records()
+		r.loss.RecordsReread += t.Piece.Input.Records()
 	}
 	c.rerunReport = r
 	return nil
@@ -390,7 +381,7 @@ func (c *coordinator) noteRerun(done int) error {
 func (c *coordinator) rerunDone(wall time.Duration) {
 	if r := c.rerunReport; r != nil {
 		c.rerunReport = nil
-		r.wall = wall
+		r.loss.Wall = wall
 		c.met.lostPieces(*r)
 	}
 }
@@ -398,16 +389,13 @@ func (c *coordinator) rerunDone(wall time.Duration) {
 // lostPieceReport is one lost-piece recovery, for the progress line and
 // the summary.
 type lostPieceReport struct {
-	mode          string
-	batch         int64
-	lost          []lineage.WorkerID
-	survivors     []lineage.WorkerID
-	piecesLost    int
-	piecesRebuilt int
-	recordsReread int64
-	wall          time.Duration
-	plan          *lineage.RebuildPlan
-	ranges        map[lineage.PieceID]lineage.InputRange
+	mode      string
+	batch     int64
+	lost      []lineage.WorkerID
+	survivors []lineage.WorkerID
+	loss      report.PieceLoss
+	plan      *lineage.RebuildPlan
+	ranges    map[lineage.PieceID]lineage.InputRange
 }
 
 // pieceLine is one rebuilt piece in a progress line.

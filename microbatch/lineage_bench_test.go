@@ -15,6 +15,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
@@ -81,7 +82,7 @@ func median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
-func runLostPieceBench(b *testing.B, jobName, mode string, par, parts int, batch int64) *run.Summary {
+func runLostPieceBench(b *testing.B, jobName, mode string, par, parts int, batch int64) *report.Summary {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

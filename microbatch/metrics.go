@@ -1,14 +1,13 @@
 package microbatch
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
 // metrics is the measurement harness of a run. It outlives coordinator
@@ -17,12 +16,12 @@ import (
 // job state), so recovery cannot depend on anything it holds.
 type metrics struct {
 	start    time.Time
-	progress io.Writer
-	lat      *run.LatencyRecorder
+	progress *report.Progress
+	lat      *report.LatencyRecorder
 	// The end-to-end latency split in two: hand-over to the plan of the
 	// batch that takes the record (waiting for a trigger, or for the
 	// previous batch to end), and plan to visibility (the batch's own work).
-	latWait, latWork *run.LatencyRecorder
+	latWait, latWork *report.LatencyRecorder
 
 	recordsIn atomic.Int64
 
@@ -30,10 +29,10 @@ type metrics struct {
 	rowsOut         int64
 	committed       int
 	failed, aborted int
-	crashes         int
 	lost            int64
 	lateRows        int64
 	committedRows   int64
+	bill            report.Bill
 	recoveries      []*recovery
 	steps           stepTotals
 	stateRows       int64
@@ -41,33 +40,24 @@ type metrics struct {
 	stateWritten    int64
 	fullSnapshots   int
 	lastPlanStart   time.Time
-	progressErr     error
-	// recoveryMode is the lost-piece recovery in force; lp its figures.
-	recoveryMode string
-	lp           lostPieceMetrics
-	notes        []string
+	// pieces are the lost-piece figures, under pieceRecovery, the
+	// recovery in force.
+	pieces        report.PieceTally
+	pieceRecovery string
+	notes         []string
 	// resumed is the bill of the earlier process's death (--resume), and
 	// resumedFrom what the first restore of this process found.
 	resumed     *recovery
-	resumedFrom *run.ResumedFrom
+	resumedFrom *report.ResumedFrom
 }
 
 // recovery is the bill of one crash, filled in as recovery proceeds.
 type recovery struct {
-	cause     string
-	crashAt   time.Time
-	detect    *time.Duration
-	restore   *time.Duration
-	reprocess *int64
-	catchUp   *time.Duration
+	*report.Crash
 	// highWater are the read positions when the crash happened; catch-up
 	// is complete when a committed batch covers them and was not cut short
 	// by --max-batch-records.
 	highWater []int64
-	// earlier: the death of the process before this one (--resume). Its
-	// detection and what it cut short are unknown; only the restore is
-	// measured.
-	earlier bool
 }
 
 type stepTotals struct {
@@ -75,9 +65,10 @@ type stepTotals struct {
 	plan, offsets, run, state, sink, commit, publish time.Duration
 }
 
-func newMetrics(progress io.Writer) *metrics {
-	return &metrics{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder(),
-		latWait: run.NewLatencyRecorder(), latWork: run.NewLatencyRecorder()}
+func newMetrics(progress io.Writer, pieceRecovery string) *metrics {
+	start := time.Now()
+	return &metrics{start: start, progress: report.NewProgress(progress, "microbatch", start), lat: report.NewLatencyRecorder(),
+		latWait: report.NewLatencyRecorder(), latWork: report.NewLatencyRecorder(), pieceRecovery: pieceRecovery}
 }
 
 func (m *metrics) read(n int64) { m.recordsIn.Add(n) }
@@ -120,10 +111,9 @@ func (m *metrics) addRowsOut(n int64) {
 func (m *metrics) crash(cause string, at time.Time, highWater []int64) *recovery {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.crashes++
-	r := &recovery{cause: cause, crashAt: at, highWater: highWater}
+	r := &recovery{Crash: m.bill.Open(cause, at), highWater: highWater}
 	m.recoveries = append(m.recoveries, r)
-	m.event(map[string]any{"event": "crash", "cause": cause, "elapsed_ms": ms(at.Sub(m.start))})
+	m.progress.EmitAt("crash", at, map[string]any{"cause": cause})
 	return r
 }
 
@@ -134,8 +124,7 @@ func (m *metrics) crash(cause string, at time.Time, highWater []int64) *recovery
 func (m *metrics) processDied() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.crashes++
-	m.resumed = &recovery{cause: run.CauseProcessDied, crashAt: m.start, earlier: true}
+	m.resumed = &recovery{Crash: m.bill.ProcessDied(m.start)}
 	m.recoveries = append(m.recoveries, m.resumed)
 }
 
@@ -147,7 +136,7 @@ func (m *metrics) restoredFrom(batch int64, ends []int64) {
 	if m.resumed == nil || m.resumedFrom != nil {
 		return
 	}
-	rf := &run.ResumedFrom{Kind: "batch"}
+	rf := &report.ResumedFrom{Kind: "batch"}
 	if batch >= 0 {
 		rf.ID = &batch
 	}
@@ -186,36 +175,30 @@ func (m *metrics) recovered(r *recovery, restoreStart, restoreEnd time.Time, rep
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, o := range m.recoveries {
-		if o.restore != nil || o.crashAt.After(restoreStart) {
+		if o.Restored() || o.At.After(restoreStart) {
 			continue
 		}
 		rs := restoreEnd.Sub(restoreStart)
-		if o.earlier {
-			o.restore = &rs
-			m.event(map[string]any{"event": "recovery", "cause": o.cause, "detect_ms": nil, "restore_ms": ms(rs),
+		if o.Earlier {
+			o.Restore = &rs
+			m.progress.Emit("recovery", map[string]any{"cause": o.Cause, "detect_ms": nil, "restore_ms": report.Millis(rs),
 				"reprocessed_records": nil, "resumed_from": m.resumedFrom})
 			continue
 		}
-		d := restoreStart.Sub(o.crashAt)
+		d := restoreStart.Sub(o.At)
 		rp := int64(0)
 		if o == r {
 			rp = reprocessed
 		}
-		o.detect, o.restore, o.reprocess = &d, &rs, &rp
-		m.event(map[string]any{"event": "recovery", "cause": o.cause, "detect_ms": ms(d), "restore_ms": ms(rs),
+		o.Detect, o.Restore, o.Reprocessed = &d, &rs, &rp
+		m.progress.Emit("recovery", map[string]any{"cause": o.Cause, "detect_ms": report.Millis(d), "restore_ms": report.Millis(rs),
 			"reprocessed_records": rp})
 	}
 }
 
 // lostPieces records one lost-piece recovery (lineage.go).
 func (m *metrics) lostPieces(r lostPieceReport) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lp.recoveries++
-	m.lp.piecesLost += r.piecesLost
-	m.lp.piecesRebuilt += r.piecesRebuilt
-	m.lp.recordsReread += r.recordsReread
-	m.lp.wall += r.wall
+	m.pieces.Loss(r.loss)
 	lost := make([]int, len(r.lost))
 	for i, w := range r.lost {
 		lost[i] = int(w)
@@ -224,9 +207,9 @@ func (m *metrics) lostPieces(r lostPieceReport) {
 	for i, w := range r.survivors {
 		surv[i] = int(w)
 	}
-	m.event(map[string]any{"event": "lost_pieces", "recovery": r.mode, "batch_id": r.batch, "lost_workers": lost,
-		"survivors": surv, "pieces_lost": r.piecesLost, "pieces_rebuilt": r.piecesRebuilt,
-		"records_reread": r.recordsReread, "rebuild_ms": ms(r.wall), "pieces": r.pieces()})
+	m.progress.Emit("lost_pieces", map[string]any{"recovery": r.mode, "batch_id": r.batch, "lost_workers": lost,
+		"survivors": surv, "pieces_lost": r.loss.PiecesLost, "pieces_rebuilt": r.loss.PiecesRebuilt,
+		"records_reread": r.loss.RecordsReread, "rebuild_ms": report.Millis(r.loss.Wall), "pieces": r.pieces()})
 }
 
 // note adds a caveat to the summary.
@@ -279,7 +262,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 		m.fullSnapshots++
 	}
 	for _, r := range m.recoveries {
-		if r.catchUp != nil || b.capped || r.highWater == nil {
+		if r.CatchUp != nil || b.capped || r.highWater == nil {
 			continue
 		}
 		covered := len(b.ends) == len(r.highWater)
@@ -287,11 +270,11 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 			covered = b.ends[i] >= r.highWater[i]
 		}
 		if covered {
-			d := now.Sub(r.crashAt)
-			r.catchUp = &d
+			d := now.Sub(r.At)
+			r.CatchUp = &d
 		}
 	}
-	if m.progress == nil {
+	if !m.progress.Enabled() {
 		return
 	}
 	inRate := 0.0
@@ -315,8 +298,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 	for i, r := range b.ranges {
 		srcs[i] = src{r.Input, r.Partition, r.Start, r.End}
 	}
-	m.event(map[string]any{
-		"event":                     "batch",
+	m.progress.Emit("batch", map[string]any{
 		"batch_id":                  b.batch,
 		"rerun":                     b.rerun,
 		"planned_ahead":             b.plannedAhead,
@@ -327,9 +309,9 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 		"rows_out":                  b.rowsOut,
 		"late_rows":                 b.lateRows,
 		"durations_ms": map[string]float64{
-			"plan": ms(b.steps.plan), "offsets_log": ms(b.steps.offsets), "run": ms(b.steps.run),
-			"state_commit": ms(b.steps.state), "sink": ms(b.steps.sink), "commit_log": ms(b.steps.commit),
-			"publish": ms(b.steps.publish), "total": ms(b.total),
+			"plan": report.Millis(b.steps.plan), "offsets_log": report.Millis(b.steps.offsets), "run": report.Millis(b.steps.run),
+			"state_commit": report.Millis(b.steps.state), "sink": report.Millis(b.steps.sink), "commit_log": report.Millis(b.steps.commit),
+			"publish": report.Millis(b.steps.publish), "total": report.Millis(b.total),
 		},
 		"state_rows":          b.stateRows,
 		"state_bytes":         b.stateBytes,
@@ -341,63 +323,30 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 	})
 }
 
-// event writes one progress line; m.mu is held.
-func (m *metrics) event(v map[string]any) {
-	if m.progress == nil || m.progressErr != nil {
-		return
-	}
-	line, err := json.Marshal(v)
-	if err == nil {
-		_, err = fmt.Fprintf(m.progress, "%s\n", line)
-	}
-	m.progressErr = err
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func msp(d *time.Duration) *float64 {
-	if d == nil {
-		return nil
-	}
-	v := ms(*d)
-	return &v
-}
-
 // summary folds everything into the run summary.
-func (m *metrics) summary() *run.Summary {
+func (m *metrics) summary() *report.Summary {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wall := time.Since(m.start)
-	s := &run.Summary{
+	s := &report.Summary{
 		RecordsIn:   m.recordsIn.Load(),
 		RowsOut:     m.rowsOut,
 		LostRecords: m.lost,
 		LateRows:    m.lateRows,
-		Crashes:     m.crashes,
-		Checkpoints: &run.Checkpoints{Completed: m.committed, Failed: m.failed, Aborted: m.aborted},
+		Crashes:     m.bill.Crashes(),
+		Checkpoints: &report.Checkpoints{Completed: m.committed, Failed: m.failed, Aborted: m.aborted},
 		LatencyMs:   m.lat.Latency(),
-		WallMs:      ms(wall),
+		WallMs:      report.Millis(wall),
 		ResumedFrom: m.resumedFrom,
 	}
 	if wall > 0 {
 		s.ThroughputRPS = float64(m.committedRows) / wall.Seconds()
 	}
-	s.LostPieces = &run.LostPieces{Recovery: m.recoveryMode, Recoveries: m.lp.recoveries, PiecesLost: m.lp.piecesLost,
-		PiecesRebuilt: m.lp.piecesRebuilt, RecordsReread: m.lp.recordsReread}
-	if m.lp.recoveries > 0 {
-		s.LostPieces.RebuildMs = msp(&m.lp.wall)
-	}
+	s.LostPieces = m.pieces.Summary(m.pieceRecovery)
 	s.Notes = append(s.Notes, m.notes...)
-	for _, r := range m.recoveries {
-		cause := r.cause
-		if r.restore == nil {
-			cause += "; no recovery ran: the run ended first"
-		}
-		s.Recoveries = append(s.Recoveries, run.Recovery{Cause: cause, DetectMs: msp(r.detect),
-			RestoreMs: msp(r.restore), ReprocessedRecords: r.reprocess, CatchUpMs: msp(r.catchUp)})
-	}
+	s.Recoveries = m.bill.Recoveries()
 	if n := m.steps.n; n > 0 {
-		avg := func(d time.Duration) float64 { return ms(d) / float64(n) }
+		avg := func(d time.Duration) float64 { return report.Millis(d) / float64(n) }
 		s.Notes = append(s.Notes, fmt.Sprintf("microbatch: %d batches committed (%d full state snapshots); mean step ms: plan %.3f, offsets log %.3f, run %.3f, state commit %.3f, sink %.3f, commit log %.3f, publish %.3f",
 			m.committed, m.fullSnapshots, avg(m.steps.plan), avg(m.steps.offsets), avg(m.steps.run), avg(m.steps.state),
 			avg(m.steps.sink), avg(m.steps.commit), avg(m.steps.publish)))

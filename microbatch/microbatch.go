@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
@@ -204,7 +205,7 @@ func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
 // everything the coordinator and its workers held and starts a brand-new
 // one, which recovers from durable storage, re-opened sources and the
 // sink's own recovery alone.
-func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	if env.Store == nil {
 		return nil, errors.New("microbatch: no durable storage (--storage)")
 	}
@@ -229,11 +230,11 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 			return nil, fmt.Errorf("microbatch: %w", err)
 		}
 	}
-	met := newMetrics(env.Config.Progress)
-	met.recoveryMode = RecoveryRerunBatch
+	pieceRecovery := RecoveryRerunBatch
 	if opts.lineage {
-		met.recoveryMode = RecoveryLineage
+		pieceRecovery = RecoveryLineage
 	}
+	met := newMetrics(env.Config.Progress, pieceRecovery)
 	if env.Config.Resumed {
 		met.processDied()
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -108,7 +109,7 @@ type scenario struct {
 }
 
 type result struct {
-	summary *run.Summary
+	summary *report.Summary
 	report  *Report
 	stats   sink.Stats
 	table   *sink.Table

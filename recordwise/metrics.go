@@ -1,7 +1,6 @@
 package recordwise
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -9,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -82,7 +81,7 @@ type RestoreInfo struct {
 	fromParts []metaPart
 }
 
-// Report is what a run measured beyond run.Summary.
+// Report is what a run measured beyond report.Summary.
 type Report struct {
 	History  []CheckpointStats
 	Restores []RestoreInfo
@@ -90,17 +89,21 @@ type Report struct {
 	// HandOverMs is the latency from a source's hand-over to the sink
 	// writer (before the sink makes rows visible): the engine's share of
 	// the end-to-end latency.
-	HandOverMs *run.Latency
+	HandOverMs *report.Latency
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func ms(d time.Duration) float64 { return report.Millis(d) }
+
+// progressEvery is the longest a run with records flowing goes without a
+// "progress" line; a completed checkpoint writes one too.
+const progressEvery = time.Second
 
 // observer is the measurement harness of a run. It outlives incarnations
 // because it is the observer, not part of the job: tasks and coordinators
 // only write to it; nothing it holds is ever read back into job state.
 type observer struct {
 	start    time.Time
-	progress io.Writer
+	progress *report.Progress
 
 	recordsIn atomic.Int64
 	rowsOut   atomic.Int64
@@ -109,12 +112,11 @@ type observer struct {
 	replaysDropped atomic.Int64
 
 	mu         sync.Mutex
-	lat        *run.LatencyRecorder
-	handed     *run.LatencyRecorder
+	lat        *report.LatencyRecorder
+	handed     *report.LatencyRecorder
 	late, lost int64
 	hw         map[string]int64 // input/partition -> greatest offset read
-	crashes    int
-	recoveries []*recovery
+	bill       report.Bill
 	catchUp    *catchUp
 	report     Report
 	completed  int
@@ -122,24 +124,23 @@ type observer struct {
 	aborted    int
 	triggers   int
 	notes      []string
+	// lastProgress is when the newest "progress" line was written, and
+	// readAtProgress the records read by then.
+	lastProgress   time.Time
+	readAtProgress int64
+	// newestCompleted is the newest completed checkpoint (0: none).
+	newestCompleted uint64
 	// resumed is the bill of the earlier process's death (--resume), and
 	// resumedFrom what the first restore of this process found.
 	resumed     *recovery
-	resumedFrom *run.ResumedFrom
+	resumedFrom *report.ResumedFrom
 }
 
+// recovery is the bill of one crash and when the crash was detected, the
+// start of its restore.
 type recovery struct {
-	cause       string
-	crashAt     time.Time
-	detectedAt  time.Time
-	restored    bool
-	restore     time.Duration
-	reprocessed int64
-	catchUp     *time.Duration
-	// earlier: the death of the process before this one (--resume). Its
-	// detection and what it cut short are unknown; only the restore is
-	// measured.
-	earlier bool
+	*report.Crash
+	detectedAt time.Time
 }
 
 type catchUp struct {
@@ -149,19 +150,30 @@ type catchUp struct {
 }
 
 func newObserver(progress io.Writer) *observer {
-	return &observer{start: time.Now(), progress: progress, lat: run.NewLatencyRecorder(),
-		handed: run.NewLatencyRecorder(), hw: map[string]int64{}}
+	start := time.Now()
+	return &observer{start: start, progress: report.NewProgress(progress, "recordwise", start), lat: report.NewLatencyRecorder(),
+		handed: report.NewLatencyRecorder(), hw: map[string]int64{}, lastProgress: start}
 }
 
-func (o *observer) event(v map[string]any) {
-	if o.progress == nil {
-		return
+// progressLine writes a "progress" event: the counts so far and the input
+// rate since the previous one. o.mu is held.
+func (o *observer) progressLine(now time.Time) {
+	in := o.recordsIn.Load()
+	rate := 0.0
+	if d := now.Sub(o.lastProgress); d > 0 {
+		rate = float64(in-o.readAtProgress) / d.Seconds()
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
+	var newest *uint64
+	if o.newestCompleted > 0 {
+		id := o.newestCompleted
+		newest = &id
 	}
-	_, _ = fmt.Fprintf(o.progress, "%s\n", b)
+	o.progress.EmitAt("progress", now, map[string]any{
+		"records_in": in, "rows_out": o.rowsOut.Load(), "input_rows": in - o.readAtProgress,
+		"input_rows_per_second": rate, "late_rows": o.late, "lost_records": o.lost,
+		"checkpoints_completed": o.completed, "newest_checkpoint": newest, "crashes": o.bill.Crashes(),
+	})
+	o.lastProgress, o.readAtProgress = now, in
 }
 
 func (o *observer) addRowsOut(n int64) { o.rowsOut.Add(n) }
@@ -202,12 +214,15 @@ func (o *observer) read(input, partition string, offset, n int64, now time.Time)
 	if offset > o.hw[key] {
 		o.hw[key] = offset
 	}
+	if now.Sub(o.lastProgress) >= progressEvery {
+		o.progressLine(now)
+	}
 	if cu := o.catchUp; cu != nil {
 		if t, ok := cu.target[key]; ok && offset >= t {
 			delete(cu.target, key)
 			if len(cu.target) == 0 {
 				d := now.Sub(cu.from)
-				cu.rec.catchUp = &d
+				cu.rec.CatchUp = &d
 				o.catchUp = nil
 			}
 		}
@@ -266,9 +281,11 @@ func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, 
 		cs.ProcessedDuringAlignmentBytes += t.ProcessedDuringAlignmentBytes
 	}
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	switch cs.Status {
 	case "completed":
 		o.completed++
+		o.newestCompleted = max(o.newestCompleted, cs.ID)
 	case "failed":
 		o.failed++
 	default:
@@ -276,38 +293,31 @@ func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, 
 	}
 	o.report.History = append(o.report.History, cs)
 	o.writeCheckpointEvent(cs)
-	o.mu.Unlock()
+	if cs.Status == "completed" {
+		o.progressLine(time.Now())
+	}
 }
 
 // writeCheckpointEvent writes cs as a "checkpoint" progress event, so the
 // progress stream (and `rewind trace`) holds every point the history
 // does. o.mu is held.
 func (o *observer) writeCheckpointEvent(cs CheckpointStats) {
-	if o.progress == nil {
-		return
-	}
-	b, err := json.Marshal(struct {
-		Event string `json:"event"`
-		CheckpointStats
-	}{"checkpoint", cs})
-	if err == nil {
-		_, _ = fmt.Fprintf(o.progress, "%s\n", b)
-	}
+	o.progress.Emit("checkpoint", cs)
 }
 
 // crash records a crash and the checkpoints it cut short.
 func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *recovery {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.crashes++
 	o.failed += inProgress
-	r := &recovery{cause: cause, crashAt: at, detectedAt: detected}
-	o.recoveries = append(o.recoveries, r)
+	r := &recovery{Crash: o.bill.Open(cause, at), detectedAt: detected}
+	d := detected.Sub(at)
+	r.Detect = &d
 	if o.catchUp != nil {
 		o.catchUp = nil // the previous recovery never caught up
 	}
-	o.event(map[string]any{"event": "crash", "cause": cause, "elapsed_ms": ms(at.Sub(o.start)),
-		"detect_ms": ms(detected.Sub(at)), "checkpoints_in_progress": inProgress})
+	o.progress.EmitAt("crash", at, map[string]any{"cause": cause,
+		"detect_ms": ms(d), "checkpoints_in_progress": inProgress})
 	return r
 }
 
@@ -319,9 +329,7 @@ func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *
 func (o *observer) processDied() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.crashes++
-	o.resumed = &recovery{cause: run.CauseProcessDied, crashAt: o.start, detectedAt: o.start, earlier: true}
-	o.recoveries = append(o.recoveries, o.resumed)
+	o.resumed = &recovery{Crash: o.bill.ProcessDied(o.start), detectedAt: o.start}
 }
 
 // completedUnseen enters into the history a recovery point restored from
@@ -358,7 +366,7 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.report.Restores = append(o.report.Restores, info)
-	if e := o.resumed; e != nil && !e.restored {
+	if e := o.resumed; e != nil && !e.Restored() {
 		// The point was completed by the earlier process: not one of
 		// this process's checkpoints.
 		o.restoredAfterDeath(e, info, restored, now)
@@ -368,23 +376,24 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 	if r == nil {
 		return
 	}
-	r.restored = true
-	r.restore = now.Sub(r.detectedAt)
+	rs := now.Sub(r.detectedAt)
+	var rp int64
 	target := map[string]int64{}
 	for key, hw := range o.hw {
 		if pos := restored[key]; hw > pos {
-			r.reprocessed += hw - pos
+			rp += hw - pos
 			target[key] = hw
 		}
 	}
+	r.Restore, r.Reprocessed = &rs, &rp
 	if len(target) == 0 {
 		zero := time.Duration(0)
-		r.catchUp = &zero
+		r.CatchUp = &zero
 	} else {
 		o.catchUp = &catchUp{rec: r, from: now, target: target}
 	}
-	o.event(map[string]any{"event": "recovery", "attempt": info.Attempt, "from_checkpoint": uint64(info.From),
-		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(r.restore), "reprocessed_records": r.reprocessed})
+	o.progress.Emit("recovery", map[string]any{"attempt": info.Attempt, "from_checkpoint": uint64(info.From),
+		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(rs), "reprocessed_records": rp})
 }
 
 // restoredAfterDeath completes the bill of the earlier process's death at
@@ -392,9 +401,9 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 // Nothing is reprocessed on its account that this process could count, and
 // there is no catch-up target. o.mu is held.
 func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored map[string]int64, now time.Time) {
-	e.restored = true
-	e.restore = now.Sub(e.detectedAt)
-	rf := &run.ResumedFrom{Kind: "checkpoint"}
+	rs := now.Sub(e.detectedAt)
+	e.Restore = &rs
+	rf := &report.ResumedFrom{Kind: "checkpoint"}
 	if info.From != 0 {
 		id := int64(info.From)
 		rf.ID = &id
@@ -403,21 +412,21 @@ func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored ma
 		rf.RecordsBefore += pos
 	}
 	o.resumedFrom = rf
-	o.event(map[string]any{"event": "recovery", "cause": e.cause, "attempt": info.Attempt, "from_checkpoint": uint64(info.From),
-		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(e.restore), "reprocessed_records": nil,
+	o.progress.Emit("recovery", map[string]any{"cause": e.Cause, "attempt": info.Attempt, "from_checkpoint": uint64(info.From),
+		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(rs), "reprocessed_records": nil,
 		"resumed_from": rf})
 }
 
-func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
+func (o *observer) summary(wall time.Duration) (*report.Summary, Report) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s := &run.Summary{
+	s := &report.Summary{
 		RecordsIn:   o.recordsIn.Load(),
 		RowsOut:     o.rowsOut.Load(),
 		LostRecords: o.lost,
 		LateRows:    o.late,
-		Crashes:     o.crashes,
-		Checkpoints: &run.Checkpoints{Completed: o.completed, Failed: o.failed, Aborted: o.aborted},
+		Crashes:     o.bill.Crashes(),
+		Checkpoints: &report.Checkpoints{Completed: o.completed, Failed: o.failed, Aborted: o.aborted},
 		LatencyMs:   o.lat.Latency(),
 		WallMs:      ms(wall),
 		Notes:       slices.Clone(o.notes),
@@ -429,26 +438,7 @@ func (o *observer) summary(wall time.Duration) (*run.Summary, Report) {
 	if wall > 0 {
 		s.ThroughputRPS = float64(s.RecordsIn) / wall.Seconds()
 	}
-	for _, r := range o.recoveries {
-		rec := run.Recovery{Cause: r.cause}
-		if !r.earlier {
-			d := ms(r.detectedAt.Sub(r.crashAt))
-			rec.DetectMs = &d
-		}
-		if r.restored {
-			rs := ms(r.restore)
-			rec.RestoreMs = &rs
-		}
-		if r.restored && !r.earlier {
-			rp := r.reprocessed
-			rec.ReprocessedRecords = &rp
-			if r.catchUp != nil {
-				cu := ms(*r.catchUp)
-				rec.CatchUpMs = &cu
-			}
-		}
-		s.Recoveries = append(s.Recoveries, rec)
-	}
+	s.Recoveries = o.bill.Recoveries()
 	if n := len(o.report.History); n > 0 {
 		var durs, aligns []float64
 		var inflight, state int64

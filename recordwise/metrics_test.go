@@ -2,9 +2,12 @@ package recordwise
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
 // A point whose metadata was durable when the coordinator died is entered
@@ -19,7 +22,8 @@ func TestCompletionNoticedAtRestoreIsAnEvent(t *testing.T) {
 	if o.completed != 1 || o.failed != 0 {
 		t.Fatalf("completed %d, failed %d; want the point counted completed, not failed", o.completed, o.failed)
 	}
-	if !strings.Contains(progress.String(), `"event":"checkpoint","id":1,`) || !strings.Contains(progress.String(), "noticed at restore") {
+	if !strings.Contains(progress.String(), `"executor":"recordwise","event":"checkpoint","t_ms":`) ||
+		!strings.Contains(progress.String(), `"id":1,`) || !strings.Contains(progress.String(), "noticed at restore") {
 		t.Fatalf("progress lacks the checkpoint 1 event:\n%s", progress.String())
 	}
 }
@@ -36,5 +40,41 @@ func TestResumedRestoreIsNotThisProcessCheckpoint(t *testing.T) {
 	}
 	if o.resumedFrom == nil || o.resumedFrom.ID == nil || *o.resumedFrom.ID != 5 || o.resumedFrom.RecordsBefore != 700 {
 		t.Fatalf("resumed from %+v, want checkpoint 5 covering 700 records", o.resumedFrom)
+	}
+}
+
+// Records flowing write a "progress" line at least every progressEvery,
+// and a completed checkpoint writes one at once, with the counts so far.
+func TestProgressLineWhileRecordsFlowAndAtCheckpoints(t *testing.T) {
+	var progress bytes.Buffer
+	o := newObserver(&progress)
+	lines := func() []map[string]any {
+		var out []map[string]any
+		for _, l := range strings.Split(strings.TrimSpace(progress.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("progress line %q: %v", l, err)
+			}
+			if m["event"] == "progress" {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	o.read("in", "0", 100, 100, o.start.Add(progressEvery/2))
+	if progress.Len() != 0 {
+		t.Fatalf("a progress line before %v of records: %s", progressEvery, progress.String())
+	}
+	o.read("in", "0", 250, 150, o.start.Add(progressEvery+progressEvery/2))
+	got := lines()
+	if len(got) != 1 || got[0]["records_in"] != 250.0 || got[0]["input_rows"] != 250.0 || got[0]["executor"] != "recordwise" ||
+		got[0]["t_ms"] != 1500.0 || got[0]["newest_checkpoint"] != nil {
+		t.Fatalf("after %v of records: progress lines %v, want one with 250 records in at t_ms 1500", progressEvery, got)
+	}
+	now := time.Now()
+	o.checkpointDone(0, false, checkpoint.Stats{ID: 3, Status: checkpoint.Completed, Triggered: now, Finished: now}, nil)
+	got = lines()
+	if len(got) != 2 || got[1]["checkpoints_completed"] != 1.0 || got[1]["newest_checkpoint"] != 3.0 || got[1]["input_rows"] != 0.0 {
+		t.Fatalf("after checkpoint 3 completed: progress lines %v, want a second naming it", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
@@ -131,7 +132,7 @@ func (Executor) FailPoints() []string { return append([]string(nil), failPoints.
 func (Executor) Workers(cfg run.Config) int { return cfg.Parallelism }
 
 // Run implements run.Executor.
-func (e Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	s, _, err := e.RunReport(ctx, env)
 	return s, err
 }
@@ -146,7 +147,7 @@ const maxRestarts = 1000
 // incarnation dies it waits --detect-delay (the modelled heartbeat timeout),
 // tears every task down and starts a brand-new incarnation from durable
 // storage, re-opened sources and the sink's own recovery alone.
-func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *Report, error) {
+func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary, *Report, error) {
 	if env.Store == nil {
 		return nil, nil, errNoStore
 	}
@@ -181,7 +182,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*run.Summary, *R
 		sh.obs.processDied()
 	}
 	start := time.Now()
-	finish := func() (*run.Summary, *Report) {
+	finish := func() (*report.Summary, *Report) {
 		s, rep := sh.obs.summary(time.Since(start))
 		return s, &rep
 	}

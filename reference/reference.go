@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/rewind-engine/rewind/dataflow/oracle"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
@@ -31,7 +32,7 @@ func (Executor) FailPoints() []string { return nil }
 func (Executor) Workers(run.Config) int { return 1 }
 
 // Run implements run.Executor.
-func (Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
+func (Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	start := time.Now()
 	w, err := env.Sink.Writer(0, 0)
 	if err != nil {
@@ -54,11 +55,11 @@ func (Executor) Run(ctx context.Context, env *run.Env) (*run.Summary, error) {
 		return nil, err
 	}
 	wall := time.Since(start)
-	return &run.Summary{
+	return &report.Summary{
 		RecordsIn:     res.RecordsIn,
 		RowsOut:       rowsOut,
 		LateRows:      res.LateRows,
 		WallMs:        float64(wall.Microseconds()) / 1000,
-		ThroughputRPS: run.Rate(res.RecordsIn, wall),
+		ThroughputRPS: report.Rate(res.RecordsIn, wall),
 	}, nil
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/outdir"
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -435,9 +435,9 @@ func (c killCase) resumeToTheReference(t *testing.T, dir string, args []string, 
 	if len(recs) > 0 {
 		first, _ = recs[0].(map[string]any)
 	}
-	if crashes < 1 || first == nil || first["cause"] != run.CauseProcessDied || first["detect_ms"] != nil || first["restore_ms"] == nil {
+	if crashes < 1 || first == nil || first["cause"] != report.CauseProcessDied || first["detect_ms"] != nil || first["restore_ms"] == nil {
 		t.Errorf("resumed run: crashes %v, recoveries %v; want the earlier process's death first, cause %q, no detect_ms, a restore_ms",
-			s["crashes"], s["recoveries"], run.CauseProcessDied)
+			s["crashes"], s["recoveries"], report.CauseProcessDied)
 	}
 	kind := map[string]string{"microbatch": "batch", "recordwise": "checkpoint", "diskphase": "finite job"}[c.exec]
 	rf, _ := s["resumed_from"].(map[string]any)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/outdir"
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
@@ -98,8 +98,8 @@ func TestRunKeyedCountReferenceEqualsIndependentCount(t *testing.T) {
 			if err := json.Unmarshal([]byte(lastLine(stdout)), &s); err != nil {
 				t.Fatalf("last stdout line is not one JSON object: %v\n%s", err, stdout)
 			}
-			// Every field of run.Summary, so a new field cannot go unchecked.
-			summaryType := reflect.TypeOf(run.Summary{})
+			// Every field of report.Summary, so a new field cannot go unchecked.
+			summaryType := reflect.TypeOf(report.Summary{})
 			for i := range summaryType.NumField() {
 				field, _, _ := strings.Cut(summaryType.Field(i).Tag.Get("json"), ",")
 				if _, ok := s[field]; !ok {
@@ -570,7 +570,7 @@ func TestLineageCrashThroughTheCLI(t *testing.T) {
 			if wantPieces == 0 {
 				t.Fatalf("%s: the dead worker held nothing in batch %d; the test proves nothing", what, loss.BatchID)
 			}
-			var s run.Summary
+			var s report.Summary
 			if err := json.Unmarshal([]byte(lastLine(stdout)), &s); err != nil {
 				t.Fatal(err)
 			}

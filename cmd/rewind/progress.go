@@ -12,6 +12,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
@@ -263,7 +264,7 @@ type eventCounts struct{ points, crashes int }
 
 // writer returns the io.Writer the executor's events go to.
 func (ec *eventCounter) writer() io.Writer {
-	return run.NewEventWriter(func(event string, line []byte) {
+	return report.NewEventWriter(func(event string, line []byte) {
 		var e struct {
 			Status string `json:"status"`
 		}

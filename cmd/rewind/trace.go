@@ -17,6 +17,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
@@ -136,7 +137,7 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		}
 	}
 
-	tl := run.NewTimeline()
+	tl := report.NewTimeline()
 	cfg.Progress = tl
 	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, true, run.OutputOverwrite)
 	if err != nil {
@@ -205,7 +206,7 @@ func sortedSpecs(in map[string]string) []string {
 
 // describeEvent renders one progress event as a few indented lines. Unknown
 // events are shown raw, so nothing an executor reports is hidden.
-func describeEvent(ev run.TimedEvent) string {
+func describeEvent(ev report.TimedEvent) string {
 	var b strings.Builder
 	at := fmt.Sprintf("%8.1f ms  ", float64(ev.At.Microseconds())/1000)
 	var e map[string]any
@@ -257,6 +258,9 @@ func describeEvent(ev run.TimedEvent) string {
 	case "job_committed":
 		fmt.Fprintf(&b, "%sfinite job %.0f committed: %.0f records, %.0f units run (%.0f re-run), %.0f records re-read, %.0f B materialised in %.0f files\n",
 			at, num("job"), num("records"), num("units_run"), num("units_rerun"), num("records_reread"), num("bytes_materialised"), num("files_materialised"))
+	case "progress":
+		fmt.Fprintf(&b, "%sprogress: %.0f records read, %.0f rows out, %.0f records/s\n",
+			at, num("records_in"), num("rows_out"), num("input_rows_per_second"))
 	case "crash":
 		fmt.Fprintf(&b, "%sCRASH: %v\n", at, e["cause"])
 	case "recovery":

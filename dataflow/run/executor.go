@@ -1,6 +1,10 @@
 package run
 
-import "context"
+import (
+	"context"
+
+	"github.com/rewind-engine/rewind/dataflow/report"
+)
 
 // Executor runs a job under one recovery model.
 //
@@ -23,7 +27,7 @@ type Executor interface {
 	// returns its summary. Run does not call Sink.Finish; the caller does.
 	// An executor that keeps durable state sets env.Config.RunID to the
 	// run id it used.
-	Run(ctx context.Context, env *Env) (*Summary, error)
+	Run(ctx context.Context, env *Env) (*report.Summary, error)
 }
 
 // Traits is what an executor is, beyond running a job.

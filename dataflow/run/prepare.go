@@ -12,6 +12,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/outdir"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -177,11 +178,11 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 // events into the summary's history and measures the output with Finish,
 // reaching the run driver's fault points (fault.RunPoints) before, in and
 // after it. The CLI and the benchmark harness both run jobs through it.
-func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
+func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, error) {
 	cfg := env.Config
 	// Every run keeps its progress history for the summary; the events
 	// still reach the --progress destination, if there is one.
-	hist := NewHistory(env.Config.Progress)
+	hist := report.NewHistory(env.Config.Progress)
 	env.Config.Progress = hist
 	s, err := exec.Run(ctx, env)
 	// Decided here, not after Finish: a signal while the output is
@@ -239,7 +240,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*Summary, error) {
 // Finish completes the sink, reaching fault.PointMidFinish in its middle,
 // and measures the output directory into s: visible rows, resolved rows and
 // duplicates.
-func Finish(env *Env, s *Summary) error {
+func Finish(env *Env, s *report.Summary) error {
 	mid := func() error { return env.Faults.Point(fault.PointMidFinish, fault.Coordinator) }
 	var err error
 	if mf, ok := env.Sink.(sink.MidFinisher); ok {

@@ -3,18 +3,19 @@ package runtest
 import (
 	"testing"
 
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
 // Outcome is a finished run as CheckOutput judges it.
 type Outcome struct {
-	Err     error        // what the executor returned
-	Env     *run.Env     // the run's environment: its config and job
-	Summary *run.Summary // the executor's summary, completed by run.Finish
-	Table   *sink.Table  // the output directory as sink.Resolve reads it
-	Stats   sink.Stats   // what sink.Resolve counted
-	Want    *Want        // the reference's answer (Oracle)
+	Err     error           // what the executor returned
+	Env     *run.Env        // the run's environment: its config and job
+	Summary *report.Summary // the executor's summary, completed by run.Finish
+	Table   *sink.Table     // the output directory as sink.Resolve reads it
+	Stats   sink.Stats      // what sink.Resolve counted
+	Want    *Want           // the reference's answer (Oracle)
 }
 
 // CheckOutput judges a run of a re-readable source: it succeeded; the

@@ -7,24 +7,24 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
 // CheckResumedBill judges the summary of a resumed process (--resume) that
 // had no crash of its own: the earlier process's death is its one crash,
-// billed with run.CauseProcessDied and a restore time only (detection,
+// billed with report.CauseProcessDied and a restore time only (detection,
 // reprocessing and catch-up are not observable from the new process);
 // resumed_from names a recovery point of kind (none, covering no record,
 // when point is false); and records_in plus resumed_from.records_before is
 // the input read once, inputRecords.
-func CheckResumedBill(t testing.TB, what string, s *run.Summary, kind string, point bool, inputRecords int64) {
+func CheckResumedBill(t testing.TB, what string, s *report.Summary, kind string, point bool, inputRecords int64) {
 	t.Helper()
 	if s.Crashes != 1 || len(s.Recoveries) != 1 {
 		t.Fatalf("%s: %d crashes, %d recoveries; want the earlier process's death alone", what, s.Crashes, len(s.Recoveries))
 	}
 	r := s.Recoveries[0]
-	if r.Cause != run.CauseProcessDied {
-		t.Fatalf("%s: recovery cause %q, want %q", what, r.Cause, run.CauseProcessDied)
+	if r.Cause != report.CauseProcessDied {
+		t.Fatalf("%s: recovery cause %q, want %q", what, r.Cause, report.CauseProcessDied)
 	}
 	if r.DetectMs != nil || r.ReprocessedRecords != nil || r.CatchUpMs != nil {
 		t.Fatalf("%s: the earlier process's death has detect %v, reprocessed %v, catch-up %v; none is observable, want nulls",
@@ -66,22 +66,22 @@ func ptrString(p *int64) string {
 }
 
 // CheckResumedEvent judges the progress lines of a resumed process: exactly
-// one event of kind event carries run.CauseProcessDied, with a restore_ms
+// one event of kind event carries report.CauseProcessDied, with a restore_ms
 // and a resumed_from of kind.
 func CheckResumedEvent(t testing.TB, what string, progress []byte, event, kind string) {
 	t.Helper()
 	found := 0
 	for _, line := range bytes.Split(bytes.TrimSpace(progress), []byte("\n")) {
 		var ev struct {
-			Event       string           `json:"event"`
-			Cause       string           `json:"cause"`
-			RestoreMs   *float64         `json:"restore_ms"`
-			ResumedFrom *run.ResumedFrom `json:"resumed_from"`
+			Event       string              `json:"event"`
+			Cause       string              `json:"cause"`
+			RestoreMs   *float64            `json:"restore_ms"`
+			ResumedFrom *report.ResumedFrom `json:"resumed_from"`
 		}
 		if err := json.Unmarshal(line, &ev); err != nil {
 			t.Fatalf("%s: progress line %q: %v", what, line, err)
 		}
-		if ev.Event != event || ev.Cause != run.CauseProcessDied {
+		if ev.Event != event || ev.Cause != report.CauseProcessDied {
 			continue
 		}
 		found++

@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -176,7 +177,7 @@ func finished(t *testing.T, format sink.Format) runtest.Outcome {
 	want := &sink.Table{Columns: table.Columns, Rows: [][]int64{{1, 10, 1}, {2, 21, 2}, {3, 30, 1}}}
 	return runtest.Outcome{
 		Env:     &run.Env{Config: run.Config{Output: dir, OutputFormat: format, SinkMode: sink.Append}, Job: &job.Job{Output: layout}},
-		Summary: &run.Summary{SinkDuplicateRows: st.DuplicateRows, SinkConflictingRows: st.ConflictingRows, LateRows: 3},
+		Summary: &report.Summary{SinkDuplicateRows: st.DuplicateRows, SinkConflictingRows: st.ConflictingRows, LateRows: 3},
 		Table:   table, Stats: st,
 		Want: &runtest.Want{Table: want, LateRows: 3},
 	}
@@ -335,7 +336,7 @@ func TestCheckCrashes(t *testing.T) {
 	outcome := func(fired, crashes, recoveries int) runtest.Outcome {
 		inj := fault.NewInjector(nil)
 		inj.Fired = make([]fault.Spec, fired)
-		return runtest.Outcome{Env: &run.Env{Faults: inj}, Summary: &run.Summary{Crashes: crashes, Recoveries: make([]run.Recovery, recoveries)}}
+		return runtest.Outcome{Env: &run.Env{Faults: inj}, Summary: &report.Summary{Crashes: crashes, Recoveries: make([]report.Recovery, recoveries)}}
 	}
 	for _, c := range []struct {
 		fired, crashes, recoveries int

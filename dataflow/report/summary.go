@@ -1,4 +1,4 @@
-package run
+package report
 
 import (
 	"encoding/json"
@@ -6,9 +6,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Summary is the machine-readable result of a run (`--summary json`). Fields
@@ -97,14 +94,10 @@ type Recovery struct {
 	CatchUpMs          *float64 `json:"catch_up_ms"`
 }
 
-// CauseProcessDied is the cause of the recovery a resumed process bills
-// for the death of the process before it, the same in every executor.
-const CauseProcessDied = "earlier process died (--resume)"
-
 // ResumedFrom is where a resumed process picked the run up.
 type ResumedFrom struct {
 	// Kind is what the executor calls its recovery point, as in
-	// RecoveryPoint.Kind: batch, checkpoint or finite job.
+	// inspect.RecoveryPoint.Kind: batch, checkpoint or finite job.
 	Kind string `json:"kind"`
 	// ID is the recovery point restored; null when storage held no
 	// usable one and the run started over from the start of its input.
@@ -135,7 +128,7 @@ type LostPieces struct {
 	// RecordsReread counts the input records fed through the stateless
 	// steps again to get the pieces back.
 	RecordsReread int64 `json:"records_reread"`
-	// RebuildMs is the time spent deriving them again (null: none lost).
+	// RebuildMs is the time spent deriving them again (null: none rebuilt).
 	RebuildMs *float64 `json:"rebuild_ms"`
 }
 
@@ -144,13 +137,6 @@ type Checkpoints struct {
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
 	Aborted   int `json:"aborted"`
-}
-
-// Latency are end-to-end latency percentiles in milliseconds.
-type Latency struct {
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
 }
 
 // WriteJSON writes s as one JSON object on one line.
@@ -227,43 +213,4 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// Rate is n per second over d, or 0 when d is not positive (a zero wall
-// time would otherwise give an infinity that JSON cannot encode).
-func Rate(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
-// LatencyRecorder collects end-to-end latencies in an HDR histogram
-// (microsecond resolution, up to one hour).
-type LatencyRecorder struct{ h *hdrhistogram.Histogram }
-
-// NewLatencyRecorder returns an empty recorder.
-func NewLatencyRecorder() *LatencyRecorder {
-	return &LatencyRecorder{h: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
-}
-
-// Record adds n records that each took d from hand-over to visibility.
-func (r *LatencyRecorder) Record(d time.Duration, n int64) {
-	us := d.Microseconds()
-	if us < 1 {
-		us = 1
-	}
-	if us > r.h.HighestTrackableValue() {
-		us = r.h.HighestTrackableValue() // an hour or more is reported as an hour
-	}
-	_ = r.h.RecordValues(us, n) // cannot fail: us is within the histogram's range
-}
-
-// Latency returns the percentiles, or nil when nothing was recorded.
-func (r *LatencyRecorder) Latency() *Latency {
-	if r.h.TotalCount() == 0 {
-		return nil
-	}
-	ms := func(us int64) float64 { return float64(us) / 1000 }
-	return &Latency{P50: ms(r.h.ValueAtQuantile(50)), P99: ms(r.h.ValueAtQuantile(99)), Max: ms(r.h.Max())}
 }
