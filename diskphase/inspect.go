@@ -5,20 +5,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// RecoveryPoints implements run.Inspector: one entry per finite job j<J>
+// RecoveryPoints implements inspect.Inspector: one entry per finite job j<J>
 // under diskphase/<job>/<run id>/, complete once its _SUCCESS marker is
 // written; an incomplete one shows how many units its ledger holds, which
 // is what a restarted coordinator will not redo.
-func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
-	set := run.NewPointSet("diskphase", "finite job")
-	success := map[*run.RecoveryPoint]bool{}
-	maps, reduces := map[*run.RecoveryPoint]int{}, map[*run.RecoveryPoint]int{}
+func (Executor) RecoveryPoints(objs []storage.Object) []inspect.RecoveryPoint {
+	set := inspect.NewPointSet("diskphase", "finite job")
+	success := map[*inspect.RecoveryPoint]bool{}
+	maps, reduces := map[*inspect.RecoveryPoint]int{}, map[*inspect.RecoveryPoint]int{}
 	for _, o := range objs {
-		runName, rest, ok := run.SplitRunName(o.Name, "diskphase")
+		runName, rest, ok := inspect.SplitRunName(o.Name, "diskphase")
 		if !ok || len(rest) < 8 || rest[0] != 'j' || rest[7] != '/' {
 			continue // run.json, coordinator markers
 		}
@@ -38,7 +38,7 @@ func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
 			maps[p]++
 		}
 	}
-	return set.Finish(func(p *run.RecoveryPoint) {
+	return set.Finish(func(p *inspect.RecoveryPoint) {
 		if success[p] {
 			p.Complete, p.Status = true, "committed (_SUCCESS)"
 		} else {

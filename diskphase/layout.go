@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 )
 
 // Everything a run keeps in durable shared storage lives under one
@@ -33,7 +33,7 @@ import (
 type names struct{ root string }
 
 func newNames(jobName, runID string) names {
-	return names{root: run.RunPrefix("diskphase", jobName, runID)}
+	return names{root: inspect.RunPrefix("diskphase", jobName, runID)}
 }
 
 func (n names) runPlan() string           { return n.root + "run.json" }

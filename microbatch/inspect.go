@@ -5,19 +5,19 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// RecoveryPoints implements run.Inspector: one entry per batch id found
+// RecoveryPoints implements inspect.Inspector: one entry per batch id found
 // under microbatch/<job>/<run id>/, complete when its commit entry exists.
 // What a restart does with an uncommitted one is what PlanRestart decides
 // from the same listing, so inspect and restart cannot disagree.
-func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
-	set := run.NewPointSet("microbatch", "batch")
+func (Executor) RecoveryPoints(objs []storage.Object) []inspect.RecoveryPoint {
+	set := inspect.NewPointSet("microbatch", "batch")
 	names := map[string][]string{} // run -> names relative to its prefix
 	for _, o := range objs {
-		runName, rest, ok := run.SplitRunName(o.Name, "microbatch")
+		runName, rest, ok := inspect.SplitRunName(o.Name, "microbatch")
 		if !ok {
 			continue
 		}
@@ -41,7 +41,7 @@ func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
 		listings[r] = l
 		plans[r], planErr[r] = PlanRestart(l)
 	}
-	return set.Finish(func(p *run.RecoveryPoint) {
+	return set.Finish(func(p *inspect.RecoveryPoint) {
 		l, plan := listings[p.Run], plans[p.Run]
 		switch {
 		case slices.Contains(l.Commits, p.ID):

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
-	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 // Durable layout. Every object of one run lives under
@@ -39,7 +39,7 @@ const (
 
 // runPrefix is the namespace of one run.
 func runPrefix(jobName, runID string) string {
-	return run.RunPrefix("microbatch", jobName, runID)
+	return inspect.RunPrefix("microbatch", jobName, runID)
 }
 
 func batchName(n int64) string { return fmt.Sprintf("%0*d", idDigits, n) }

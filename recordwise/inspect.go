@@ -4,19 +4,19 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// RecoveryPoints implements run.Inspector: one entry per chk-<id> directory
+// RecoveryPoints implements inspect.Inspector: one entry per chk-<id> directory
 // under recordwise/<job>/<run id>/, complete only when the coordinator
 // wrote its _metadata (every part was durable by then).
-func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
-	set := run.NewPointSet("recordwise", "checkpoint")
-	meta := map[*run.RecoveryPoint]bool{}
-	parts := map[*run.RecoveryPoint]int{}
+func (Executor) RecoveryPoints(objs []storage.Object) []inspect.RecoveryPoint {
+	set := inspect.NewPointSet("recordwise", "checkpoint")
+	meta := map[*inspect.RecoveryPoint]bool{}
+	parts := map[*inspect.RecoveryPoint]int{}
 	for _, o := range objs {
-		runName, rest, ok := run.SplitRunName(o.Name, "recordwise")
+		runName, rest, ok := inspect.SplitRunName(o.Name, "recordwise")
 		if !ok {
 			continue
 		}
@@ -32,7 +32,7 @@ func (Executor) RecoveryPoints(objs []storage.Object) []run.RecoveryPoint {
 			parts[p]++
 		}
 	}
-	return set.Finish(func(p *run.RecoveryPoint) {
+	return set.Finish(func(p *inspect.RecoveryPoint) {
 		if meta[p] {
 			p.Complete, p.Status = true, fmt.Sprintf("metadata written; %d parts", parts[p])
 		} else {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -45,7 +45,7 @@ const (
 
 // runPrefix is the namespace of one run.
 func runPrefix(jobName, runID string) string {
-	return run.RunPrefix("recordwise", jobName, runID)
+	return inspect.RunPrefix("recordwise", jobName, runID)
 }
 
 // chkDir is the directory of checkpoint id, relative to the run prefix,

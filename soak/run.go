@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
@@ -211,7 +211,7 @@ func (rn *runner) run(ctx context.Context, s *Schedule, slot int) *Result {
 
 // finished says whether the run record in out says the run finished.
 func finished(out string) bool {
-	rec, err := run.ReadRunRecord(out)
+	rec, err := runrecord.Read(out)
 	return err == nil && rec.Finished != nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
@@ -108,13 +109,13 @@ func badInputFixtures(t *testing.T, dir string) {
 	}
 	rec := run.RecordOf(run.Config{RunID: "r-1", Executor: "microbatch", Job: "keyed-count", Inputs: map[string]string{"in": "gen:records=10"},
 		SinkMode: sink.Append, OutputFormat: sink.Parquet}, "file://"+dir, "")
-	b, err := run.EncodeRunRecord(rec)
+	b, err := runrecord.Encode(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	i := strings.Index(string(b), "records=10")
 	b[i+3] ^= 0x01
-	write("damaged/"+run.RunRecordName, string(b))
+	write("damaged/"+runrecord.FileName, string(b))
 }
 
 // writeStringValueParquet writes a Parquet file whose value column holds

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/outdir"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
@@ -47,10 +47,10 @@ func TestRuntimeErrorMarksTheOutputIncomplete(t *testing.T) {
 	args := []string{"run", "--executor", "microbatch", "--trigger", "5ms", "--max-batch-records", "500", "--sink-mode", "append",
 		"--input", "file:" + in, "--output", out, "--storage", store}
 	code, _, stderr := rewind(t, args...)
-	marker := filepath.Join(out, run.IncompleteName)
+	marker := filepath.Join(out, outdir.IncompleteName)
 	if code != exitFailure || strings.Count(stderr, "\n") != 2 || !strings.Contains(stderr, "b.csv:2902") ||
-		!strings.Contains(stderr, "the output in "+out+" is incomplete ("+run.IncompleteName+" says why and what to do)") {
-		t.Fatalf("the failing run: exit %d, stderr %q; want exit 1, the run id line and one error line naming the row and %s", code, stderr, run.IncompleteName)
+		!strings.Contains(stderr, "the output in "+out+" is incomplete ("+outdir.IncompleteName+" says why and what to do)") {
+		t.Fatalf("the failing run: exit %d, stderr %q; want exit 1, the run id line and one error line naming the row and %s", code, stderr, outdir.IncompleteName)
 	}
 	m := runIDLine.FindStringSubmatch(stderr)
 	if m == nil {
@@ -100,14 +100,14 @@ func TestKilledProcessLeavesTheOutputMarkedIncomplete(t *testing.T) {
 	if ok, how := p.killedBySIGKILL(); !ok {
 		t.Fatalf("the process was not killed: %s; stderr %s", how, p.stderr)
 	}
-	text, err := os.ReadFile(filepath.Join(out, run.IncompleteName))
+	text, err := os.ReadFile(filepath.Join(out, outdir.IncompleteName))
 	if err != nil || !strings.Contains(string(text), "the run is in progress") || !strings.Contains(string(text), "--resume "+p.stderr.id) {
 		t.Fatalf("after the kill the marker reads %q (%v); want the in-progress marker of run %s", text, err, p.stderr.id)
 	}
 	if code, _, stderr := rewind(t, append(args, "--resume")...); code != 0 {
 		t.Fatalf("the resume: exit %d: %s", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(out, run.IncompleteName)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(out, outdir.IncompleteName)); !os.IsNotExist(err) {
 		t.Fatalf("the marker is still there after the resume completed the output (%v)", err)
 	}
 }
@@ -121,8 +121,8 @@ func TestRefusedRunLeavesNoMarker(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "bounded") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 about a bounded input", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(out, run.IncompleteName)); !os.IsNotExist(err) {
-		t.Fatalf("a refused run left %s (%v)", run.IncompleteName, err)
+	if _, err := os.Stat(filepath.Join(out, outdir.IncompleteName)); !os.IsNotExist(err) {
+		t.Fatalf("a refused run left %s (%v)", outdir.IncompleteName, err)
 	}
 	if code, _, stderr := rewind(t, "run", "--executor", "reference", "--input", "gen:records=100", "--output", out); code != 0 {
 		t.Fatalf("the directory cannot be used again: exit %d: %s", code, stderr)

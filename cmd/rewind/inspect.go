@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -138,10 +138,10 @@ func printObjects(w io.Writer, objs []storage.Object, verify bool, bad map[strin
 
 // recoveryPoints asks every executor that knows its layout what the
 // listing holds, sorted by executor, run and id.
-func recoveryPoints(objs []storage.Object) []run.RecoveryPoint {
-	var out []run.RecoveryPoint
+func recoveryPoints(objs []storage.Object) []inspect.RecoveryPoint {
+	var out []inspect.RecoveryPoint
 	for _, name := range executorNames() {
-		if in, ok := executors[name].(run.Inspector); ok {
+		if in, ok := executors[name].(inspect.Inspector); ok {
 			out = append(out, in.RecoveryPoints(objs)...)
 		}
 	}
@@ -186,9 +186,9 @@ func printRecoveryPoints(w io.Writer, objs []storage.Object, bad map[string]stri
 	}
 	if format == "json" {
 		return writeJSONLine(w, struct {
-			RecoveryPoints []run.RecoveryPoint `json:"recovery_points"`
-			OtherObjects   int                 `json:"other_objects"`
-			OtherBytes     int64               `json:"other_bytes"`
+			RecoveryPoints []inspect.RecoveryPoint `json:"recovery_points"`
+			OtherObjects   int                     `json:"other_objects"`
+			OtherBytes     int64                   `json:"other_bytes"`
 		}{points, others, otherBytes})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -20,9 +20,11 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/outdir"
 	"github.com/rewind-engine/rewind/dataflow/report"
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
@@ -196,11 +198,11 @@ func viewStorage(t *testing.T, st storage.Store, exec, runID string) storageView
 	}
 	var v storageView
 	for _, o := range objs {
-		if rn, _, ok := run.SplitRunName(o.Name, exec); ok && strings.HasSuffix(rn, "/"+runID) {
+		if rn, _, ok := inspect.SplitRunName(o.Name, exec); ok && strings.HasSuffix(rn, "/"+runID) {
 			v.objects++
 		}
 	}
-	for _, p := range executors[exec].(run.Inspector).RecoveryPoints(objs) {
+	for _, p := range executors[exec].(inspect.Inspector).RecoveryPoints(objs) {
 		if !strings.HasSuffix(p.Run, "/"+runID) {
 			continue
 		}
@@ -631,7 +633,7 @@ func (c pointKill) killAtPointAndResume(t *testing.T, dataSeed int) {
 		if p.stdout.Len() != 0 {
 			t.Errorf("process %d, killed, printed a summary: %q", i+1, p.stdout.String())
 		}
-		rec, err := run.ReadRunRecord(out)
+		rec, err := runrecord.Read(out)
 		if err != nil || rec.RunID != id || rec.Finished != nil {
 			t.Fatalf("after the kill of process %d the run record is %+v, %v; want run %s, not finished", i+1, rec, err, id)
 		}
@@ -719,7 +721,7 @@ func TestResumeRefusals(t *testing.T) {
 	}
 	// A process still writing the directory (here: this one, holding its
 	// lock) keeps a resume out.
-	unlock, err := run.LockOutput(out)
+	unlock, err := outdir.Lock(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-engine/rewind/dataflow/outdir"
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
@@ -58,7 +59,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) (code
 	fmt.Fprintf(stderr, "rewind: %v\n", err)
 	var ue usageError
 	var ie run.InputError
-	var ob run.OutputBusyError
+	var ob outdir.BusyError
 	var re run.RefusedError
 	switch {
 	case errors.As(err, &ue), errors.As(err, &ie), errors.As(err, &ob), errors.As(err, &re), isCobraUsage(err):

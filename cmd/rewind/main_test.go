@@ -18,8 +18,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/outdir"
 	"github.com/rewind-engine/rewind/dataflow/report"
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -650,11 +651,11 @@ func TestInterruptedRunExits130WithItsSummary(t *testing.T) {
 	if !strings.Contains(stderr.String(), "rewind: interrupted before the run finished") {
 		t.Errorf("stderr does not say the run was interrupted: %s", stderr.String())
 	}
-	rec, err := run.ReadRunRecord(out)
+	rec, err := runrecord.Read(out)
 	if err != nil || rec.Finished != nil {
 		t.Fatalf("the run record after an interrupt: %+v, %v; want an unfinished record", rec, err)
 	}
-	if text, err := os.ReadFile(filepath.Join(out, run.IncompleteName)); err != nil || !strings.Contains(string(text), "interrupted") {
+	if text, err := os.ReadFile(filepath.Join(out, outdir.IncompleteName)); err != nil || !strings.Contains(string(text), "interrupted") {
 		t.Errorf("after an interrupt the marker reads %q (%v); want it to say the run was interrupted", text, err)
 	}
 	if !strings.Contains(stdout.String(), "the output is marked incomplete") {

@@ -20,8 +20,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/outdir"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runrecord"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
@@ -293,15 +296,15 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if cmd.Flags().Changed("resume") && f.resume == "" {
 		return usagef("invalid --resume=: give a run id, or --resume alone for the run recorded in --output")
 	}
-	unlock, err := run.LockOutput(cfg.Output)
-	if errors.Is(err, run.ErrOutputLocked) {
-		return usagef("output directory %s is in use by another rewind process (%s holds its lock): wait for it to end, or choose another --output", cfg.Output, run.OutputLockName)
+	unlock, err := outdir.Lock(cfg.Output)
+	if errors.Is(err, outdir.ErrLocked) {
+		return usagef("output directory %s is in use by another rewind process (%s holds its lock): wait for it to end, or choose another --output", cfg.Output, outdir.LockName)
 	}
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	var rec run.RunRecord // the output directory's, for runs that keep one
+	var rec runrecord.Record // the output directory's, for runs that keep one
 	switch {
 	case f.resume != "":
 		if rec, err = f.resumeRun(exec, &cfg); err != nil {
@@ -337,7 +340,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		// Written before any output, so a process that dies at any later
 		// moment leaves a directory --resume can continue.
 		rec = run.RecordOf(cfg, env.Store.URL(), s3Endpoint(cfg))
-		if err := run.WriteRunRecord(cfg.Output, rec); err != nil {
+		if err := runrecord.Write(cfg.Output, rec); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "rewind: run %s (if this process dies, resume with --resume %s)\n", cfg.RunID, cfg.RunID)
@@ -345,9 +348,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	// Marked before the first output row and cleared only once the output
 	// is complete, so an output whose run failed, was interrupted or died
 	// never looks whole.
-	incomplete := run.Incomplete{RunID: cfg.RunID, Resumable: cfg.RunID != "" && rereadable(env),
-		Reason: "the run is in progress; if no rewind process holds " + run.OutputLockName + " any more, its process died"}
-	if err := run.MarkIncomplete(cfg.Output, incomplete); err != nil {
+	incomplete := outdir.Incomplete{RunID: cfg.RunID, Resumable: cfg.RunID != "" && rereadable(env),
+		Reason: "the run is in progress; if no rewind process holds " + outdir.LockName + " any more, its process died"}
+	if err := outdir.MarkIncomplete(cfg.Output, incomplete); err != nil {
 		return err
 	}
 	log.Info("starting", "job", cfg.Job, "executor", exec.Name(), "inputs", cfg.Inputs, "output", cfg.Output)
@@ -363,26 +366,26 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	var re run.RefusedError
 	if err != nil && !cfg.Resumed && (errors.As(err, &ie) || errors.As(err, &re)) {
 		// Refused before the first row: there is no output to mark.
-		if cerr := run.ClearIncomplete(cfg.Output); cerr != nil {
+		if cerr := outdir.ClearIncomplete(cfg.Output); cerr != nil {
 			return fmt.Errorf("%w (%v)", err, cerr)
 		}
 		return err
 	}
 	if err != nil {
 		incomplete.Reason = err.Error()
-		if merr := run.MarkIncomplete(cfg.Output, incomplete); merr != nil {
+		if merr := outdir.MarkIncomplete(cfg.Output, incomplete); merr != nil {
 			return fmt.Errorf("%w (%v)", err, merr)
 		}
-		return fmt.Errorf("%w; the output in %s is incomplete (%s says why and what to do)", err, cfg.Output, run.IncompleteName)
+		return fmt.Errorf("%w; the output in %s is incomplete (%s says why and what to do)", err, cfg.Output, outdir.IncompleteName)
 	}
 	interrupted := s.Interrupted
 	if interrupted {
 		incomplete.Reason = "interrupted (SIGINT or SIGTERM) before the run finished"
-		if err := run.MarkIncomplete(cfg.Output, incomplete); err != nil {
+		if err := outdir.MarkIncomplete(cfg.Output, incomplete); err != nil {
 			return err
 		}
-		s.Notes = append(s.Notes, fmt.Sprintf("the output is marked incomplete (%s)", run.IncompleteName))
-	} else if err := run.ClearIncomplete(cfg.Output); err != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("the output is marked incomplete (%s)", outdir.IncompleteName))
+	} else if err := outdir.ClearIncomplete(cfg.Output); err != nil {
 		// Before the run record is marked finished: a death in between
 		// leaves a run --resume completes again.
 		return err
@@ -397,7 +400,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		// never happened.
 		now := time.Now().UTC()
 		rec.Finished = &now
-		if err := run.WriteRunRecord(cfg.Output, rec); err != nil {
+		if err := runrecord.Write(cfg.Output, rec); err != nil {
 			return err
 		}
 	}
@@ -453,8 +456,8 @@ func (f *runFlags) resumeArg(cmd *cobra.Command, args []string) error {
 // cfg.Output, sets cfg.RunID and cfg.Resumed, and returns the record. A run resumes only into the directory it was
 // writing, reading the same inputs: the rows it emitted before its newest
 // recovery point are there and are not produced again.
-func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord, error) {
-	var rec run.RunRecord
+func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (runrecord.Record, error) {
+	var rec runrecord.Record
 	if exec.Traits().Reference {
 		return rec, usagef("invalid --resume: the reference executor keeps no recovery points; give the --executor the run used")
 	}
@@ -466,21 +469,21 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord,
 			return rec, usagef("invalid --resume: input %s is a push source, which cannot be re-read, so what the stopped process had received is gone; start a new run", name)
 		}
 	}
-	if f.resume != resumeRecorded && !run.ValidRunID(f.resume) {
+	if f.resume != resumeRecorded && !runrecord.ValidID(f.resume) {
 		return rec, usagef("invalid --resume %q: a run id has letters, digits, '_' and '-' only (the run prints its id when it starts; `rewind inspect` lists them)", f.resume)
 	}
-	rec, err := run.ReadRunRecord(cfg.Output)
+	rec, err := runrecord.Read(cfg.Output)
 	switch {
-	case errors.Is(err, run.ErrNoRunRecord):
+	case errors.Is(err, runrecord.ErrNotFound):
 		// An output directory that holds a run's files but no record lost
 		// it (deleted, or never synced by a crashed writer): damage to
 		// report, not a flag to change.
-		if inUse, uerr := run.OutputInUse(cfg.Output); uerr == nil && inUse {
+		if inUse, uerr := outdir.InUse(cfg.Output); uerr == nil && inUse {
 			return rec, fmt.Errorf("run record %s is missing, yet %s holds a run's output: without the record the run cannot be resumed (it names the run and the flags it ran with); --overwrite starts a new run there",
-				filepath.Join(cfg.Output, run.RunRecordName), cfg.Output)
+				filepath.Join(cfg.Output, runrecord.FileName), cfg.Output)
 		}
-		return rec, usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, run.RunRecordName)
-	case errors.Is(err, run.ErrRunRecordDamaged):
+		return rec, usagef("invalid --resume: output directory %s holds no run record (%s); resume needs the --output the run was writing", cfg.Output, runrecord.FileName)
+	case errors.Is(err, runrecord.ErrDamaged):
 		return rec, err // damage, not a flag to change: exit 1
 	case err != nil:
 		return rec, usageError{fmt.Errorf("invalid --resume: %w", err)}
@@ -492,7 +495,8 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord,
 	if id != rec.RunID {
 		return rec, usagef("invalid --resume %s: output directory %s holds the output of run %s; resume that run, or give the --output that run %s wrote", id, cfg.Output, rec.RunID, id)
 	}
-	if d := rec.Differences(*cfg); len(d) > 0 {
+	// Storage is not open yet: checkResumedStorage compares it.
+	if d := rec.Differences(run.RecordOf(*cfg, "", "")); len(d) > 0 {
 		return rec, usagef("invalid --resume %s: flags differ from the run's: %s; a resumed run must read the same input and write the same output", id, strings.Join(d, "; "))
 	}
 	cfg.RunID, cfg.Resumed = id, true
@@ -505,7 +509,7 @@ func (f *runFlags) resumeRun(exec run.Executor, cfg *run.Config) (run.RunRecord,
 // its id, which is right after a death before its first write, but after
 // storage was wiped an append sink shows every row published before as a
 // duplicate.
-func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, rec run.RunRecord, stderr io.Writer) error {
+func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, rec runrecord.Record, stderr io.Writer) error {
 	if url := env.Store.URL(); url != rec.Storage {
 		return usagef("invalid --resume %s: flags differ from the run's: --storage was %q, now %q; a resumed run must read the same input and write the same output", rec.RunID, rec.Storage, url)
 	}
@@ -515,7 +519,7 @@ func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, r
 	if rec.Finished != nil {
 		return usagef("invalid --resume %s: the run finished at %s, so there is nothing to resume; --overwrite starts a new run in %s", rec.RunID, rec.Finished.Format(time.RFC3339), env.Config.Output)
 	}
-	objs, err := env.Store.List(ctx, run.RunPrefix(exec.Name(), rec.Job, rec.RunID))
+	objs, err := env.Store.List(ctx, inspect.RunPrefix(exec.Name(), rec.Job, rec.RunID))
 	if err != nil {
 		return fmt.Errorf("listing run %s in %s: %w", rec.RunID, env.Store.URL(), err)
 	}

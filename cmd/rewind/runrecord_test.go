@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runrecord"
 )
 
 // A flipped byte in the run record is reported as damage to that file
@@ -22,15 +22,15 @@ func TestResumeWithDamagedRunRecordNamesTheFile(t *testing.T) {
 	if code, _, stderr := rewind(t, args...); code != 0 {
 		t.Fatalf("the recorded run: exit %d: %s", code, stderr)
 	}
-	rec, err := run.ReadRunRecord(out)
+	rec, err := runrecord.Read(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec.Finished = nil
-	if err := run.WriteRunRecord(out, rec); err != nil {
+	if err := runrecord.Write(out, rec); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(out, run.RunRecordName)
+	path := filepath.Join(out, runrecord.FileName)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestResumeWithDeletedRunRecordNamesTheFile(t *testing.T) {
 	if code, _, stderr := rewind(t, args...); code != 0 {
 		t.Fatalf("the recorded run: exit %d: %s", code, stderr)
 	}
-	path := filepath.Join(out, run.RunRecordName)
+	path := filepath.Join(out, runrecord.FileName)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ type Recovery struct {
 // ResumedFrom is where a resumed process picked the run up.
 type ResumedFrom struct {
 	// Kind is what the executor calls its recovery point, as in
-	// RecoveryPoint.Kind: batch, checkpoint or finite job.
+	// inspect.RecoveryPoint.Kind: batch, checkpoint or finite job.
 	Kind string `json:"kind"`
 	// ID is the recovery point restored; null when storage held no
 	// usable one and the run started over from the start of its input.

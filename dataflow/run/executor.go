@@ -77,6 +77,6 @@ type Options interface {
 	WithVariant(v string) Options
 	// Fixed are the settings a resumed run of cfg must keep, as flag
 	// (with "--") and value: what the run's recovery points were cut
-	// from. The run record keeps them (RunRecord.Fixed).
+	// from. The run record keeps them (runrecord.Record.Fixed).
 	Fixed(cfg Config) map[string]string
 }

@@ -2,12 +2,8 @@ package run
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -15,6 +11,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/outdir"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
@@ -73,50 +70,6 @@ func ParseInputs(j *job.Job, values []string) (map[string]string, error) {
 	return out, nil
 }
 
-// OutputLockName is the file LockOutput locks in an output directory. It
-// is not output: OutputInUse and ClearOutput leave it alone.
-const OutputLockName = "_rewind-run.lock"
-
-// ErrOutputLocked is LockOutput's error when another process holds the
-// lock.
-var ErrOutputLocked = errors.New("output directory is in use by another rewind process")
-
-// OutputInUse reports whether dir already holds files, visible or not,
-// besides the lock file.
-func OutputInUse(dir string) (bool, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading output directory: %w", err)
-	}
-	for _, e := range entries {
-		if e.Name() != OutputLockName {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// ClearOutput removes everything inside dir (not dir itself) but the lock
-// file, which the caller may hold.
-func ClearOutput(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.Name() == OutputLockName {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // InputError is a --input value that could not be opened: a malformed
 // spec, a missing file, a file with the wrong columns. The CLI treats it as
 // an invalid flag value.
@@ -148,17 +101,6 @@ type RefusedError struct{ Err error }
 
 func (e RefusedError) Error() string { return e.Err.Error() }
 func (e RefusedError) Unwrap() error { return e.Err }
-
-// OutputBusyError is an output directory that already holds files when
-// --overwrite was not given.
-type OutputBusyError struct{ Dir string }
-
-func (e OutputBusyError) Error() string {
-	if rec, err := ReadRunRecord(e.Dir); err == nil && rec.Finished == nil {
-		return fmt.Sprintf("output directory %s holds the output of run %s, which did not finish: --resume continues it, --overwrite clears it, or choose another --output", e.Dir, rec.RunID)
-	}
-	return fmt.Sprintf("output directory %s is not empty: choose another --output or pass --overwrite to clear it", e.Dir)
-}
 
 // OutputPolicy says what Prepare does with an output directory that already
 // holds files.
@@ -207,15 +149,15 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 			log.Warn("push source waiting for records", "input", n, "address", ps.Addr())
 		}
 	}
-	inUse, err := OutputInUse(cfg.Output)
+	inUse, err := outdir.InUse(cfg.Output)
 	if err != nil {
 		return nil, err
 	}
 	switch {
 	case inUse && output == OutputRequireEmpty:
-		return nil, OutputBusyError{Dir: cfg.Output}
+		return nil, outdir.BusyError{Dir: cfg.Output}
 	case inUse && output == OutputOverwrite:
-		if err := ClearOutput(cfg.Output); err != nil {
+		if err := outdir.Clear(cfg.Output); err != nil {
 			return nil, fmt.Errorf("clearing output directory %s: %w", cfg.Output, err)
 		}
 	}

@@ -1,6 +1,8 @@
-// Package run is what the CLI hands an executor: the validated
-// configuration, the opened job environment, and the summary every executor
-// fills in the same shape.
+// Package run configures and executes a run: the validated configuration
+// the CLI hands an executor, the opened job environment, the Executor
+// interface, and Prepare, Execute and Finish. What a run reports is in
+// dataflow/report; the run record, the output directory's bookkeeping and
+// the recovery-point listing are in runrecord, outdir and inspect.
 package run
 
 import (

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
@@ -28,11 +29,11 @@ func Conformance(t *testing.T, s Subject) {
 // extra assertions.
 type Subject struct {
 	// Executor is the executor under test. The suite asks it for the
-	// recovery points of a listing (it must be a run.Inspector) and names
+	// recovery points of a listing (it must be an inspect.Inspector) and names
 	// it in messages.
 	Executor run.Executor
 	// Kind is what the executor calls a recovery point: resumed_from.kind
-	// and run.RecoveryPoint.Kind ("batch", "finite job", "checkpoint").
+	// and inspect.RecoveryPoint.Kind ("batch", "finite job", "checkpoint").
 	Kind string
 	// Package is the executor's package as `go test` takes it
 	// ("./microbatch/"), for the replay command of a failed schedule.
@@ -138,9 +139,9 @@ type WantPoint struct {
 // layouts in it), each with its executor, kind, completeness, object
 // count, size and status.
 func recoveryPoints(t *testing.T, s Subject) {
-	in, ok := s.Executor.(run.Inspector)
+	in, ok := s.Executor.(inspect.Inspector)
 	if !ok {
-		t.Fatalf("%s: the executor cannot read a listing (not a run.Inspector)", s.Executor.Name())
+		t.Fatalf("%s: the executor cannot read a listing (not an inspect.Inspector)", s.Executor.Name())
 	}
 	if len(s.Listing.Want) == 0 {
 		t.Fatalf("%s: the subject's Listing wants no recovery point", s.Executor.Name())
@@ -150,7 +151,7 @@ func recoveryPoints(t *testing.T, s Subject) {
 
 // CheckRecoveryPoints judges the recovery points an executor read from a
 // listing against the wanted ones, in order.
-func CheckRecoveryPoints(t testing.TB, executor, kind string, got []run.RecoveryPoint, want []WantPoint) {
+func CheckRecoveryPoints(t testing.TB, executor, kind string, got []inspect.RecoveryPoint, want []WantPoint) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d recovery points, want %d: %+v", executor, len(got), len(want), got)

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/inspect"
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/operator/optest"
 	"github.com/rewind-engine/rewind/dataflow/report"
@@ -288,7 +289,7 @@ func TestGenInputs(t *testing.T) {
 }
 
 func TestCheckRecoveryPoints(t *testing.T) {
-	got := []run.RecoveryPoint{
+	got := []inspect.RecoveryPoint{
 		{Executor: "x", Run: "j/r", Kind: "batch", ID: 0, Complete: true, Status: "committed", Objects: 2, Bytes: 30},
 		{Executor: "x", Run: "j/r", Kind: "batch", ID: 1, Status: "no commit entry", Objects: 1, Bytes: 20},
 	}

@@ -44,7 +44,7 @@ type Journal struct {
 }
 
 // NewJournal is the journal of the run whose namespace in store is
-// runPrefix (run.RunPrefix).
+// runPrefix (inspect.RunPrefix).
 func NewJournal(ctx context.Context, store storage.Store, runPrefix string) *Journal {
 	return &Journal{store: store, prefix: runPrefix + JournalDir, ctx: context.WithoutCancel(ctx)}
 }

@@ -1,4 +1,8 @@
-package run
+// Package inspect reads recovery points out of a durable-storage listing,
+// for `rewind inspect` and the executors' Inspectors, and holds the run
+// namespace every executor's storage layout starts with (RunPrefix, and
+// SplitRunName that takes it apart again).
+package inspect
 
 import (
 	"strings"

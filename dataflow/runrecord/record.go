@@ -1,4 +1,7 @@
-package run
+// Package runrecord is the run record: the checksummed file in an output
+// directory that names the run writing it, so a --resume can check it
+// continues that run, with the same inputs and job.
+package runrecord
 
 import (
 	"bytes"
@@ -20,8 +23,8 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
-// RunRecordName is the file in an output directory that names the run
-// writing it. It starts with "_", so resolution never reads it as data.
+// FileName is the file in an output directory that names the run writing
+// it. It starts with "_", so resolution never reads it as data.
 //
 // Resuming a run needs more than its recovery points in durable storage:
 // rows the run emitted before its newest recovery point sit in the output
@@ -29,10 +32,10 @@ import (
 // not produced again. So a run may only be resumed into the directory it
 // was writing, with the inputs and job it started with; the record is how
 // `rewind run --resume` checks both.
-const RunRecordName = "_rewind-run.json"
+const FileName = "_rewind-run.json"
 
-// RunRecord is what RunRecordName holds.
-type RunRecord struct {
+// Record is what FileName holds.
+type Record struct {
 	RunID        string            `json:"run_id"`
 	Executor     string            `json:"executor"`
 	Job          string            `json:"job"`
@@ -45,7 +48,7 @@ type RunRecord struct {
 	Seed        int64 `json:"seed"`
 	Parallelism int   `json:"parallelism"`
 	// Fixed are the executor's settings a resumed run must keep (flag and
-	// value, Options.Fixed): a disk-phase run's units are cut from its
+	// value, run.Options.Fixed): a disk-phase run's units are cut from its
 	// parallelism and finite-job range.
 	Fixed map[string]string `json:"fixed,omitempty"`
 	// Storage is the canonical URL of the run's durable storage, and
@@ -58,84 +61,51 @@ type RunRecord struct {
 	Finished *time.Time `json:"finished,omitempty"`
 }
 
-// RecordOf is the record of a run of cfg in storage storageURL (the open
-// store's URL) reached at s3Endpoint (empty unless S3), started now.
-func RecordOf(cfg Config, storageURL, s3Endpoint string) RunRecord {
-	return RunRecord{RunID: cfg.RunID, Executor: cfg.Executor, Job: cfg.Job, Params: cfg.Params,
-		Inputs: absInputs(cfg.Inputs), SinkMode: string(cfg.SinkMode), OutputFormat: string(cfg.OutputFormat),
-		Seed: cfg.Seed, Parallelism: cfg.Parallelism, Fixed: fixedOf(cfg),
-		Storage: storageURL, S3Endpoint: s3Endpoint, Started: time.Now().UTC()}
-}
-
-// absInputs makes the path of every file: input absolute, so a resume
-// started from another directory is compared by the files it would read.
-func absInputs(in map[string]string) map[string]string {
-	out := make(map[string]string, len(in))
-	for name, spec := range in {
-		if path, ok := strings.CutPrefix(spec, "file:"); ok && path != "" {
-			if abs, err := filepath.Abs(path); err == nil {
-				spec = "file:" + abs
-			}
-		}
-		out[name] = spec
-	}
-	return out
-}
-
-// Differences lists, as flag names with both values, where a run of cfg
-// would not continue the run r records: what the output is made of may not
-// change (job, inputs, --seed, job parameters, sink mode, format), nor
-// the settings the executor's options call fixed (Options.Fixed: what a
-// disk-phase run cut its units from). Anything else may change, the
-// parallelism and timing flags of the other executors among it;
-// recordwise refuses a parallelism change itself when the recovery point
-// holds in-flight data.
+// Differences lists, as flag names with both values, where a run recorded
+// as now (the record of the run a --resume would start) would not continue
+// the run r records: what the output is made of may not change (job,
+// inputs, --seed, job parameters, sink mode, format), nor the settings the
+// executor's options call fixed (Record.Fixed: what a disk-phase run cut
+// its units from). Anything else may change, the parallelism and timing
+// flags of the other executors among it; recordwise refuses a parallelism
+// change itself when the recovery point holds in-flight data.
 // Storage is compared apart, once it is open, by its canonical URL
 // (Store.URL): "st", "./st" and "file://st" are one place, and a relative
 // path from another directory is not.
-func (r RunRecord) Differences(cfg Config) []string {
+func (r Record) Differences(now Record) []string {
 	var out []string
 	diff := func(flag, was, now string) {
 		if was != now {
 			out = append(out, fmt.Sprintf("%s was %q, now %q", flag, was, now))
 		}
 	}
-	diff("--executor", r.Executor, cfg.Executor)
-	diff("--job", r.Job, cfg.Job)
-	if now := absInputs(cfg.Inputs); !maps.Equal(r.Inputs, now) {
-		out = append(out, fmt.Sprintf("--input was %s, now %s", inputsText(r.Inputs), inputsText(now)))
+	diff("--executor", r.Executor, now.Executor)
+	diff("--job", r.Job, now.Job)
+	if !maps.Equal(r.Inputs, now.Inputs) {
+		out = append(out, fmt.Sprintf("--input was %s, now %s", inputsText(r.Inputs), inputsText(now.Inputs)))
 	}
-	diff("--seed", fmt.Sprint(r.Seed), fmt.Sprint(cfg.Seed))
+	diff("--seed", fmt.Sprint(r.Seed), fmt.Sprint(now.Seed))
 	ms := func(v int64) string { return (time.Duration(v) * time.Millisecond).String() }
-	diff("--window", ms(r.Params.Window), ms(cfg.Params.Window))
-	diff("--join-window", ms(r.Params.JoinWindow), ms(cfg.Params.JoinWindow))
-	diff("--max-disorder", ms(r.Params.MaxDisorder), ms(cfg.Params.MaxDisorder))
-	diff("--sink-mode", r.SinkMode, string(cfg.SinkMode))
-	diff("--output-format", r.OutputFormat, string(cfg.OutputFormat))
-	if r.Executor == cfg.Executor {
+	diff("--window", ms(r.Params.Window), ms(now.Params.Window))
+	diff("--join-window", ms(r.Params.JoinWindow), ms(now.Params.JoinWindow))
+	diff("--max-disorder", ms(r.Params.MaxDisorder), ms(now.Params.MaxDisorder))
+	diff("--sink-mode", r.SinkMode, now.SinkMode)
+	diff("--output-format", r.OutputFormat, now.OutputFormat)
+	if r.Executor == now.Executor {
 		// A setting recorded but no longer fixed, or fixed now but not
 		// recorded (a record of an older rewind), differs too: the
 		// recovery points may have been cut from it.
-		now := fixedOf(cfg)
-		union := maps.Clone(now)
+		union := maps.Clone(now.Fixed)
 		if union == nil {
 			union = map[string]string{}
 		}
 		maps.Copy(union, r.Fixed)
 		flags := slices.Sorted(maps.Keys(union))
 		for _, flag := range flags {
-			diff(flag, r.Fixed[flag], now[flag])
+			diff(flag, r.Fixed[flag], now.Fixed[flag])
 		}
 	}
 	return out
-}
-
-// fixedOf is what cfg's executor options say a resume must keep.
-func fixedOf(cfg Config) map[string]string {
-	if cfg.Options == nil {
-		return nil
-	}
-	return cfg.Options.Fixed(cfg)
 }
 
 func inputsText(in map[string]string) string {
@@ -146,23 +116,23 @@ func inputsText(in map[string]string) string {
 	return strings.Join(parts, " ")
 }
 
-// ErrNoRunRecord is ReadRunRecord's error for a directory without one.
-var ErrNoRunRecord = errors.New("no run record")
+// ErrNotFound is Read's error for a directory without one.
+var ErrNotFound = errors.New("no run record")
 
-// ErrRunRecordDamaged is what the errors of DecodeRunRecord and
-// ReadRunRecord wrap for a record whose bytes are not what was written: a
+// ErrDamaged is what the errors of Decode and
+// Read wrap for a record whose bytes are not what was written: a
 // torn write, a flipped bit, a hand edit.
-var ErrRunRecordDamaged = errors.New("run record damaged")
+var ErrDamaged = errors.New("run record damaged")
 
-// damaged is a DecodeRunRecord error: why the bytes are not a record.
+// damaged is a Decode error: why the bytes are not a record.
 type damaged struct{ why string }
 
 func (d damaged) Error() string     { return "run record damaged (" + d.why + ")" }
-func (d damaged) Is(err error) bool { return err == ErrRunRecordDamaged }
+func (d damaged) Is(err error) bool { return err == ErrDamaged }
 
 func damagedf(format string, args ...any) error { return damaged{fmt.Sprintf(format, args...)} }
 
-// runRecordFile is what RunRecordName holds: the record, and the SHA-256
+// runRecordFile is what FileName holds: the record, and the SHA-256
 // of its compact JSON (the bytes without insignificant whitespace, so the
 // file can be indented). The record stays readable (jq .record), and any
 // change to it is caught before one of its values is compared with a flag.
@@ -178,8 +148,8 @@ func recordChecksum(b []byte) string {
 	return checksumPrefix + hex.EncodeToString(sum[:])
 }
 
-// EncodeRunRecord is the content of RunRecordName for r.
-func EncodeRunRecord(r RunRecord) ([]byte, error) {
+// Encode is the content of FileName for r.
+func Encode(r Record) ([]byte, error) {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
@@ -191,12 +161,12 @@ func EncodeRunRecord(r RunRecord) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// DecodeRunRecord parses the content of RunRecordName. A record written
-// before records carried a checksum (a plain RunRecord object) is still
+// Decode parses the content of FileName. A record written
+// before records carried a checksum (a plain Record object) is still
 // read, unverified, so a run started by an older rewind can be resumed.
-// Anything else that does not verify is ErrRunRecordDamaged.
-func DecodeRunRecord(b []byte) (RunRecord, error) {
-	var r RunRecord
+// Anything else that does not verify is ErrDamaged.
+func Decode(b []byte) (Record, error) {
+	var r Record
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
 		return r, damagedf("not JSON: %v", err)
@@ -206,7 +176,7 @@ func DecodeRunRecord(b []byte) (RunRecord, error) {
 	if !hasSum && !hasRec {
 		// The older form: the record itself, without a checksum.
 		if err := json.Unmarshal(b, &r); err != nil || r.RunID == "" {
-			return RunRecord{}, damagedf("neither a checksummed record nor an older plain one")
+			return Record{}, damagedf("neither a checksummed record nor an older plain one")
 		}
 		return r, nil
 	}
@@ -225,7 +195,7 @@ func DecodeRunRecord(b []byte) (RunRecord, error) {
 		return r, damagedf("checksum %s, the content's is %s", short(f.Checksum), short(got))
 	}
 	if err := json.Unmarshal(f.Record, &r); err != nil || r.RunID == "" {
-		return RunRecord{}, damagedf("checksum matches, but the record holds no run id")
+		return Record{}, damagedf("checksum matches, but the record holds no run id")
 	}
 	return r, nil
 }
@@ -238,43 +208,43 @@ func short(sum string) string {
 	return strconv.Quote(sum)
 }
 
-// ReadRunRecord reads the record of the run that writes dir. A damaged
-// record is an error wrapping ErrRunRecordDamaged that names the file and
+// Read reads the record of the run that writes dir. A damaged
+// record is an error wrapping ErrDamaged that names the file and
 // what to do.
-func ReadRunRecord(dir string) (RunRecord, error) {
-	path := filepath.Join(dir, RunRecordName)
+func Read(dir string) (Record, error) {
+	path := filepath.Join(dir, FileName)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return RunRecord{}, ErrNoRunRecord
+		return Record{}, ErrNotFound
 	}
 	if err != nil {
-		return RunRecord{}, err
+		return Record{}, err
 	}
-	r, err := DecodeRunRecord(b)
+	r, err := Decode(b)
 	var d damaged
 	if errors.As(err, &d) {
-		return RunRecord{}, RunRecordError{Path: path, Why: d.why}
+		return Record{}, DamagedError{Path: path, Why: d.why}
 	}
 	if err != nil {
-		return RunRecord{}, err
+		return Record{}, err
 	}
 	return r, nil
 }
 
-// RunRecordError is ReadRunRecord's error for a damaged record: it names
+// DamagedError is Read's error for a damaged record: it names
 // the file, says what is wrong and what to do, and wraps
-// ErrRunRecordDamaged.
-type RunRecordError struct{ Path, Why string }
+// ErrDamaged.
+type DamagedError struct{ Path, Why string }
 
-func (e RunRecordError) Error() string {
+func (e DamagedError) Error() string {
 	return fmt.Sprintf("run record %s is damaged (%s): it no longer says which run the output belongs to, so the run cannot be resumed; --overwrite starts a new run there", e.Path, e.Why)
 }
-func (e RunRecordError) Is(err error) bool { return err == ErrRunRecordDamaged }
+func (e DamagedError) Is(err error) bool { return err == ErrDamaged }
 
-// WriteRunRecord writes r into dir, atomically: a reader (or a resume after
+// Write writes r into dir, atomically: a reader (or a resume after
 // a crash) sees the whole record or none.
-func WriteRunRecord(dir string, r RunRecord) error {
-	b, err := EncodeRunRecord(r)
+func Write(dir string, r Record) error {
+	b, err := Encode(r)
 	if err != nil {
 		return err
 	}
@@ -291,7 +261,7 @@ func WriteRunRecord(dir string, r RunRecord) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, RunRecordName))
+		err = os.Rename(tmp.Name(), filepath.Join(dir, FileName))
 	}
 	if err == nil {
 		err = storage.SyncDir(dir) // the rename itself must survive a power loss
@@ -302,9 +272,9 @@ func WriteRunRecord(dir string, r RunRecord) error {
 	return nil
 }
 
-// ValidRunID reports whether id can name a run in every executor's storage
+// ValidID reports whether id can name a run in every executor's storage
 // layout: letters, digits, '_' and '-'.
-func ValidRunID(id string) bool {
+func ValidID(id string) bool {
 	if id == "" || len(id) > 128 {
 		return false
 	}
