@@ -237,6 +237,11 @@ func (k killPlan) String() string {
 	return fmt.Sprintf("after the first complete recovery point and %.0f%% of the time left until %s", 100*k.later, killBy)
 }
 
+// resumedKillWithin bounds the kill of a resumed process, counted from
+// when it printed its run id: below the paced input left after a first
+// kill by killBy.
+const resumedKillWithin = 400 * time.Millisecond
+
 // killBy is the latest kill, counted from the start of the process. The
 // paced inputs below are not all due until 2.5 s after the process opens
 // them, so a process killed by then has surely not finished, however
@@ -394,7 +399,13 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 		if got := second.runID(t, true); got != id {
 			t.Fatalf("the resumed process runs %s, want %s", got, id)
 		}
-		time.Sleep(time.Duration(r.Float64() * float64(killBy-time.Since(second.started))))
+		// The first process died by killBy, so at least 0.5 s of paced
+		// input is left, and the resumed process paces from its restored
+		// position: killed within resumedKillWithin of printing its run id,
+		// it has surely not finished. (Up to killBy, it sometimes had: the
+		// kill landed after the run was recorded finished, and the last
+		// --resume was refused.)
+		time.Sleep(time.Duration(r.Float64() * float64(resumedKillWithin)))
 		second.kill()
 		second.wait(t, 30*time.Second)
 		if ok, how := second.killedBySIGKILL(); !ok {
