@@ -40,7 +40,7 @@ type Contestant struct {
 }
 
 // Name is how the contestant is written on the command line and in tables:
-// "microbatch", "recordwise/unaligned".
+// the executor's name, then "/" and the variant when it has variants.
 func (c Contestant) Name() string {
 	if c.Variant == "" {
 		return c.Executor
@@ -49,7 +49,7 @@ func (c Contestant) Name() string {
 }
 
 // DefaultContestants is every executor of execs but the reference, once
-// per variant: "microbatch,diskphase,recordwise/aligned,recordwise/unaligned".
+// per variant, comma-separated in the order of execs.
 func DefaultContestants(execs []run.Executor) string {
 	var out []string
 	for _, e := range execs {
@@ -187,13 +187,14 @@ type Result struct {
 
 // Report is everything a benchmark measured.
 type Report struct {
-	Job       string            `json:"job"`
-	Inputs    map[string]string `json:"inputs"`
-	SinkMode  string            `json:"sink_mode"`
-	Started   time.Time         `json:"started"`
-	CPUs      int               `json:"cpus"`
-	Reference *report.Summary   `json:"reference"`
-	Results   []Result          `json:"results"`
+	Job      string            `json:"job"`
+	Inputs   map[string]string `json:"inputs"`
+	SinkMode string            `json:"sink_mode"`
+	Started  time.Time         `json:"started"`
+	CPUs     int               `json:"cpus"`
+	// Reference is the failure-free run every result is checked against.
+	Reference *report.Summary `json:"reference_run"`
+	Results   []Result        `json:"results"`
 }
 
 // Failed reports whether any run failed or produced a wrong result.
@@ -251,7 +252,7 @@ func Run(ctx context.Context, p Plan) (*Report, error) {
 	refCfg.Executor, refCfg.Options, refCfg.Output = refExec.Name(), nil, filepath.Join(p.Scratch, refExec.Name())
 	ref, want, err := p.runOnce(ctx, refCfg, false)
 	if err != nil {
-		return nil, fmt.Errorf("reference run: %w", err)
+		return nil, fmt.Errorf("%s run: %w", refExec.Name(), err)
 	}
 	rep.Reference = ref
 
