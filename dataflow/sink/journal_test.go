@@ -155,12 +155,19 @@ func flipByte(t testing.TB, path string, at int) {
 // and closes it as a killed process leaves it.
 func idemKilled(t *testing.T, f *fixture, j *Journal) [][]int64 {
 	t.Helper()
+	return idemKilledRows(t, f, j, 200, 1000, 300)
+}
+
+// idemKilledRows is idemKilled with n rows over keys keys, drawn from
+// total versions.
+func idemKilledRows(t *testing.T, f *fixture, j *Journal, keys int64, total, n int) [][]int64 {
+	t.Helper()
 	r, _ := newRand(t)
-	g := newGen(r, 200, 1000)
+	g := newGen(r, keys, total)
 	s := f.open(Idempotent, Parquet)
 	attach(t, s, j)
 	w := f.writer(s, 0, 0)
-	rows := g.rows(300)
+	rows := g.rows(n)
 	f.write(w, 0, rows)
 	must(t, w.Flush(0), "flush")
 	must(t, w.Close(), "close writer")
@@ -267,22 +274,12 @@ func TestIdempotentTruncatedStoreIsRefused(t *testing.T) {
 		t.Run(fmt.Sprint(frac), func(t *testing.T) {
 			f := newFixture(t)
 			j := journalFor(t, t.TempDir())
-			r, _ := newRand(t)
-			g := newGen(r, 20000, 30000)
-			s := f.open(Idempotent, Parquet)
-			attach(t, s, j)
-			w := f.writer(s, 0, 0)
-			rows := g.rows(30000)
-			f.write(w, 0, rows)
-			must(t, w.Flush(0), "flush")
-			must(t, w.Close(), "close writer")
-			must(t, s.Commit(0), "commit")
-			must(t, s.Close(), "close")
+			rows := idemKilledRows(t, f, j, 20000, 30000, 30000)
 			path := filepath.Join(f.dir, IdempotentStore)
 			fi, err := os.Stat(path)
 			must(t, err, "stat")
 			must(t, os.Truncate(path, int64(float64(fi.Size())*frac)), "truncate")
-			s, err = Open(f.dir, Idempotent, Parquet, f.layout, f.mem)
+			s, err := Open(f.dir, Idempotent, Parquet, f.layout, f.mem)
 			if err == nil {
 				defer s.Close()
 				err = s.(Attacher).Attach(j)
