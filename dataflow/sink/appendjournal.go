@@ -109,11 +109,15 @@ func (f appendFile) holds() string {
 
 // appendJournal is the append sink's part of the journal.
 type appendJournal struct {
-	mu      sync.Mutex
-	journal *Journal
-	pending []appendFile // flushed since the newest record
-	records []appendRecord
-	checked bool
+	// commitMu keeps Commits in order; mu guards the fields below and is
+	// never held across a storage call, so writers' Flushes do not wait
+	// for a record's Put.
+	commitMu sync.Mutex
+	mu       sync.Mutex
+	journal  *Journal
+	pending  []appendFile // flushed since the newest record
+	records  []appendRecord
+	checked  bool
 }
 
 // Attach implements Attacher: it reads the run's append records; the
@@ -166,17 +170,25 @@ func (s *appendSink) flushed(f appendFile) {
 // Commit records the files flushed since the previous record as held by
 // the recovery point epoch: one Put, none when nothing was flushed.
 func (s *appendSink) Commit(epoch int64) error {
+	s.aj.commitMu.Lock()
+	defer s.aj.commitMu.Unlock()
 	s.aj.mu.Lock()
-	defer s.aj.mu.Unlock()
-	if s.aj.journal == nil || len(s.aj.pending) == 0 {
+	j, files := s.aj.journal, s.aj.pending
+	s.aj.pending = nil
+	s.aj.mu.Unlock()
+	if j == nil || len(files) == 0 {
 		return nil
 	}
-	r := appendRecord{V: appendRecordVersion, Epoch: epoch, Files: s.aj.pending}
-	if err := s.aj.journal.put(appendRecordDir+appendRecordName(epoch), encodeAppendRecord(r)); err != nil {
+	r := appendRecord{V: appendRecordVersion, Epoch: epoch, Files: files}
+	err := j.put(appendRecordDir+appendRecordName(epoch), encodeAppendRecord(r))
+	s.aj.mu.Lock()
+	defer s.aj.mu.Unlock()
+	if err != nil {
+		// Not recorded: the next record lists these files first.
+		s.aj.pending = append(slices.Clip(files), s.aj.pending...)
 		return err
 	}
 	s.aj.records = append(s.aj.records, r)
-	s.aj.pending = nil
 	return nil
 }
 
