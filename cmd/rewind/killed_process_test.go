@@ -509,7 +509,7 @@ var pointKillExecs = []pointKillExec{
 		settings: []string{"--barriers", "unaligned", "--checkpoint-interval", "100ms"}}, true},
 	{killCase{name: "recordwise-final-checkpoint-only", exec: "recordwise", job: "keyed-count", settings: []string{"--checkpoint-interval", "1h"}}, false},
 	{killCase{name: "diskphase", exec: "diskphase", job: "windowed-sum", params: []string{"--window", "200ms"},
-		settings: []string{"--job-records", "4000"}, earlyPoint: "coordinator.after-plan"}, true},
+		settings: []string{"--job-records", "4000"}}, true},
 	{killCase{name: "diskphase-one-job", exec: "diskphase", job: "keyed-count"}, false},
 }
 
