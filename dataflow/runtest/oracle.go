@@ -29,7 +29,16 @@ type Want struct {
 	RecordsIn int64
 }
 
-var oracleCache sync.Map // config key -> *Want
+var oracleCache sync.Map // config key -> *oracleEntry
+
+// oracleEntry is one configuration's answer. Its lock makes parallel
+// scenarios of one configuration wait for the first one's reference run
+// instead of each running it; a run that failed leaves want nil, and the
+// next caller runs it again.
+type oracleEntry struct {
+	mu   sync.Mutex
+	want *Want
+}
 
 // Oracle returns the reference's answer for the job, parameters and inputs
 // of cfg: Reference runs them, unpaced, into a fresh transactional CSV
@@ -40,8 +49,12 @@ var oracleCache sync.Map // config key -> *Want
 func Oracle(t testing.TB, cfg run.Config) *Want {
 	t.Helper()
 	key := fmt.Sprintf("%s|%v|%v|%d", cfg.Job, cfg.Params, cfg.Inputs, cfg.Seed)
-	if r, ok := oracleCache.Load(key); ok {
-		return r.(*Want)
+	e, _ := oracleCache.LoadOrStore(key, &oracleEntry{})
+	entry := e.(*oracleEntry)
+	entry.mu.Lock()
+	defer entry.mu.Unlock()
+	if entry.want != nil {
+		return entry.want
 	}
 	ref := run.Config{Job: cfg.Job, Params: cfg.Params, Executor: Reference.Name(), Inputs: map[string]string{},
 		Output: filepath.Join(FastDir(t, "rewind-ref-", false), "out"), OutputFormat: sink.CSV, SinkMode: sink.Transactional,
@@ -68,7 +81,7 @@ func Oracle(t testing.TB, cfg run.Config) *Want {
 	alloc.AssertSize(t, 0)
 	table, _, _ := ReadBack(t, env, false)
 	w := &Want{Table: table, LateRows: s.LateRows, RecordsIn: s.RecordsIn}
-	oracleCache.Store(key, w)
+	entry.want = w
 	return w
 }
 
