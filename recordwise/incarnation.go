@@ -151,10 +151,6 @@ func (inc *incarnation) fail(err error, where checkpoint.TaskID) {
 	inc.settle(outcome{kind: outError, at: time.Now(), err: err})
 }
 
-func (inc *incarnation) taskError(t *task, err error) {
-	inc.settle(outcome{kind: outError, at: time.Now(), err: fmt.Errorf("task %s: %w", t.id, err)})
-}
-
 // stop cancels every goroutine of the incarnation and waits for them.
 func (inc *incarnation) stop() {
 	inc.cancel()

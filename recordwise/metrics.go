@@ -92,8 +92,6 @@ type Report struct {
 	HandOverMs *report.Latency
 }
 
-func ms(d time.Duration) float64 { return report.Millis(d) }
-
 // progressEvery is the longest a run with records flowing goes without a
 // "progress" line; a completed checkpoint writes one too.
 const progressEvery = time.Second
@@ -261,8 +259,8 @@ func (o *observer) skipped() {
 
 // checkpointDone records a finished checkpoint in the history.
 func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, tasks []TaskCheckpointStats) {
-	cs := CheckpointStats{ID: uint64(st.ID), Attempt: attempt, Final: final, TriggerMs: ms(st.Triggered.Sub(o.start)),
-		DurationMs: ms(st.Duration()), StateBytes: st.StateBytes, InFlightBytes: st.InFlightBytes,
+	cs := CheckpointStats{ID: uint64(st.ID), Attempt: attempt, Final: final, TriggerMs: report.Millis(st.Triggered.Sub(o.start)),
+		DurationMs: report.Millis(st.Duration()), StateBytes: st.StateBytes, InFlightBytes: st.InFlightBytes,
 		InFlightRecords: st.InFlightRecords, Tasks: tasks}
 	switch st.Status {
 	case checkpoint.Completed:
@@ -317,7 +315,7 @@ func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *
 		o.catchUp = nil // the previous recovery never caught up
 	}
 	o.progress.EmitAt("crash", at, map[string]any{"cause": cause,
-		"detect_ms": ms(d), "checkpoints_in_progress": inProgress})
+		"detect_ms": report.Millis(d), "checkpoints_in_progress": inProgress})
 	return r
 }
 
@@ -393,7 +391,7 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 		o.catchUp = &catchUp{rec: r, from: now, target: target}
 	}
 	o.progress.Emit("recovery", map[string]any{"attempt": info.Attempt, "from_checkpoint": uint64(info.From),
-		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(rs), "reprocessed_records": rp})
+		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": report.Millis(rs), "reprocessed_records": rp})
 }
 
 // restoredAfterDeath completes the bill of the earlier process's death at
@@ -413,7 +411,7 @@ func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored ma
 	}
 	o.resumedFrom = rf
 	o.progress.Emit("recovery", map[string]any{"cause": e.Cause, "attempt": info.Attempt, "from_checkpoint": uint64(info.From),
-		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": ms(rs), "reprocessed_records": nil,
+		"discarded_incomplete": len(info.Plan.Discard), "restore_ms": report.Millis(rs), "reprocessed_records": nil,
 		"resumed_from": rf})
 }
 
@@ -428,7 +426,7 @@ func (o *observer) summary(wall time.Duration) (*report.Summary, Report) {
 		Crashes:     o.bill.Crashes(),
 		Checkpoints: &report.Checkpoints{Completed: o.completed, Failed: o.failed, Aborted: o.aborted},
 		LatencyMs:   o.lat.Latency(),
-		WallMs:      ms(wall),
+		WallMs:      report.Millis(wall),
 		Notes:       slices.Clone(o.notes),
 		ResumedFrom: o.resumedFrom,
 	}

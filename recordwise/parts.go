@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -135,11 +136,11 @@ func (inc *incarnation) partWriter(j partJob) {
 	done := time.Now()
 	m := TaskCheckpointStats{
 		Task:                          string(j.task),
-		StartDelayMs:                  ms(ck.firstAt.Sub(ck.triggered)),
-		AlignmentMs:                   ms(ck.snapAt.Sub(ck.firstAt)),
-		CollectMs:                     ms(j.handedAt.Sub(ck.firstAt)),
-		SyncMs:                        ms(ck.sync),
-		AsyncMs:                       ms(done.Sub(start)),
+		StartDelayMs:                  report.Millis(ck.firstAt.Sub(ck.triggered)),
+		AlignmentMs:                   report.Millis(ck.snapAt.Sub(ck.firstAt)),
+		CollectMs:                     report.Millis(j.handedAt.Sub(ck.firstAt)),
+		SyncMs:                        report.Millis(ck.sync),
+		AsyncMs:                       report.Millis(done.Sub(start)),
 		ProcessedDuringAlignmentBytes: ck.alignBytes,
 		ProcessedDuringAlignmentRows:  ck.alignRecords,
 		StateBytes:                    stateBytes,

@@ -101,7 +101,7 @@ func (t *task) run() {
 		}
 		progress := t.step()
 		if t.err != nil {
-			t.inc.taskError(t, t.err)
+			t.inc.fail(t.err, t.id) // never a crash: fail carried those out
 			return
 		}
 		if t.dead || t.ctx.Err() != nil {

@@ -59,7 +59,7 @@ func (Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) 
 		RecordsIn:     res.RecordsIn,
 		RowsOut:       rowsOut,
 		LateRows:      res.LateRows,
-		WallMs:        float64(wall.Microseconds()) / 1000,
+		WallMs:        report.Millis(wall),
 		ThroughputRPS: report.Rate(res.RecordsIn, wall),
 	}, nil
 }
