@@ -61,19 +61,6 @@ func (a *attempt) midWrite() error {
 	return a.point(pointMidWrite)
 }
 
-// openChain builds and opens fresh operator instances for stages, each
-// emitting into the next. The caller links the sink and closes the chain.
-func openChain(stages []*job.Stage, octx operator.Context) (*operator.Chain, error) {
-	ch := &operator.Chain{}
-	for _, st := range stages {
-		if err := ch.New(st.New, octx, 0); err != nil {
-			_ = ch.Close()
-			return nil, fmt.Errorf("stage %s: %w", st.ID, err)
-		}
-	}
-	return ch, nil
-}
-
 // runMap runs a map unit: read the split's range, apply the stateless
 // steps, partition by key, materialise one table per reduce partition.
 func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
@@ -85,7 +72,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 		return nil, err
 	}
 	defer rd.close()
-	ops, err := openChain(ic.chain, operator.Context{Alloc: x.env.Alloc, Subtask: t.Split, Parallelism: len(x.splits), KeyGroups: keygroup.All})
+	ops, err := job.OpenChain(ic.chain, operator.Context{Alloc: x.env.Alloc, Subtask: t.Split, Parallelism: len(x.splits), KeyGroups: keygroup.All})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +193,7 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 	topo := x.topo
 	p := x.plan.Parallelism
 	octx := operator.Context{Alloc: x.env.Alloc, Subtask: t.Partition, Parallelism: p, KeyGroups: keygroup.RangeFor(t.Partition, p)}
-	ops, err := openChain(append([]*job.Stage{topo.reduce}, topo.post...), octx)
+	ops, err := job.OpenChain(append([]*job.Stage{topo.reduce}, topo.post...), octx)
 	if err != nil {
 		return nil, err
 	}

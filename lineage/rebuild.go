@@ -309,14 +309,15 @@ func (r *rebuild) read(ctx context.Context, in InputRange, ch *operator.Chain) (
 // newChain opens fresh instances of a piece's steps, each emitting into the
 // next and the last into sink.
 func newChain(j *job.Job, steps []Step, alloc memory.Allocator, sink func(arrow.RecordBatch) error) (*operator.Chain, error) {
-	c := &operator.Chain{}
-	for _, s := range steps {
-		// Stateless steps ignore subtask and key groups; parallelism 1
-		// owning every group is valid for any piece.
-		if err := c.New(j.Stage(s.Stage).New, operator.Context{Alloc: alloc, Subtask: 0, Parallelism: 1, KeyGroups: keygroup.All}, 0); err != nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("stage %s: %w", s.Stage, err)
-		}
+	stages := make([]*job.Stage, len(steps))
+	for i, s := range steps {
+		stages[i] = j.Stage(s.Stage)
+	}
+	// Stateless steps ignore subtask and key groups; parallelism 1 owning
+	// every group is valid for any piece.
+	c, err := job.OpenChain(stages, operator.Context{Alloc: alloc, Subtask: 0, Parallelism: 1, KeyGroups: keygroup.All})
+	if err != nil {
+		return nil, err
 	}
 	c.Link(operator.EmitFunc(sink))
 	return c, nil

@@ -166,3 +166,18 @@ func (j *Job) Validate() error {
 	}
 	return nil
 }
+
+// OpenChain builds and opens fresh operator instances of stages, in order,
+// each emitting into the next, all with octx. The caller links the sink and
+// closes the chain; on an error the chain is closed and the error names the
+// stage.
+func OpenChain(stages []*Stage, octx operator.Context) (*operator.Chain, error) {
+	ch := &operator.Chain{}
+	for _, st := range stages {
+		if err := ch.New(st.New, octx, 0); err != nil {
+			_ = ch.Close()
+			return nil, fmt.Errorf("stage %s: %w", st.ID, err)
+		}
+	}
+	return ch, nil
+}
