@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -123,32 +122,19 @@ type appendJournal struct {
 // Attach implements Attacher: it reads the run's append records; the
 // directory is compared with them at the next Recover.
 func (s *appendSink) Attach(j *Journal) error {
-	names, err := j.list(appendRecordDir)
+	var mu sync.Mutex
+	var recs []appendRecord
+	err := j.loadEach(appendRecordDir, func(name string, b []byte) error {
+		r, err := decodeAppendRecord(name, b)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		recs = append(recs, r)
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	recs := make([]appendRecord, len(names))
-	errs := make([]error, len(names))
-	sem := make(chan struct{}, 8) // on S3 each Get is a round trip
-	var wg sync.WaitGroup
-	for i, rel := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			b, err := j.get(rel)
-			if err != nil || b == nil {
-				errs[i] = err
-				return
-			}
-			recs[i], err = decodeAppendRecord(strings.TrimPrefix(rel, appendRecordDir), b)
-			if err != nil {
-				errs[i] = fmt.Errorf("the destination's record %s%s is damaged: %w", j.store.URL(), j.name(rel), err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	recs = slices.DeleteFunc(recs, func(r appendRecord) bool { return r.Files == nil })

@@ -164,48 +164,58 @@ func decodeStagedEntry(name string, data []byte) (stagedEntry, error) {
 	return e, nil
 }
 
-// loadStaged reads every staged entry, a few at a time (on S3 each is a
-// round trip).
+// loadStaged reads every staged entry.
 func (j *Journal) loadStaged() (map[string]stagedEntry, error) {
-	names, err := j.list(stagedEntryDir)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]stagedEntry, len(names))
+	out := make(map[string]stagedEntry)
 	var mu sync.Mutex
-	var first error
+	err := j.loadEach(stagedEntryDir, func(name string, b []byte) error {
+		e, err := decodeStagedEntry(name, b)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		out[name] = e
+		return nil
+	})
+	return out, err
+}
+
+// loadEach reads every record under dir, a few at a time (on S3 each is a
+// round trip), and hands each to decode, which may run concurrently, with
+// its name below dir. A record deleted since the listing is skipped. A
+// record decode refuses is reported as damaged, naming it; of several
+// errors, the first in listing order is returned.
+func (j *Journal) loadEach(dir string, decode func(name string, b []byte) error) error {
+	names, err := j.list(dir)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(names))
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
-	for _, rel := range names {
-		name := strings.TrimPrefix(rel, stagedEntryDir)
+	for i, rel := range names {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			b, err := j.get(rel)
-			var e stagedEntry
-			if err == nil && b == nil {
-				return // deleted since the listing
-			}
-			if err == nil {
-				e, err = decodeStagedEntry(name, b)
-				if err != nil {
-					err = fmt.Errorf("the destination's record %s%s is damaged: %w", j.store.URL(), j.name(rel), err)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = err
-				}
+			if err != nil || b == nil {
+				errs[i] = err
 				return
 			}
-			out[name] = e
+			if err := decode(strings.TrimPrefix(rel, dir), b); err != nil {
+				errs[i] = fmt.Errorf("the destination's record %s%s is damaged: %w", j.store.URL(), j.name(rel), err)
+			}
 		}()
 	}
 	wg.Wait()
-	return out, first
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // storeRecord is the journal's record of the idempotent store: which store
