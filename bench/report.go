@@ -233,7 +233,7 @@ func (r *Report) problems() []string {
 func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "job %s, sink %s, input %s, %d CPUs\n", r.Job, r.SinkMode, r.inputText(), r.CPUs)
 	if r.Reference != nil {
-		fmt.Fprintf(w, "reference: %d records in, %d rows resolved\n", r.Reference.RecordsIn, r.Reference.ResolvedRows)
+		fmt.Fprintf(w, "the failure-free reference run: %d records in, %d rows resolved\n", r.Reference.RecordsIn, r.Reference.ResolvedRows)
 	}
 	for _, t := range r.tables() {
 		fmt.Fprintf(w, "\n%s\n", t.title)
