@@ -87,11 +87,31 @@ type Summary struct {
 
 // Recovery is the bill of one crash.
 type Recovery struct {
-	Cause              string   `json:"cause"`
-	DetectMs           *float64 `json:"detect_ms"`
-	RestoreMs          *float64 `json:"restore_ms"`
+	Cause string `json:"cause"`
+	// AtMs is when the crash happened, ms since the run started.
+	AtMs *float64 `json:"at_ms"`
+	// DetectMs is fault to declared dead; AcquireMs is declared dead to a
+	// replacement worker ready. Both are modelled (--detect-delay,
+	// --acquire-delay) when Modelled says so.
+	DetectMs  *float64 `json:"detect_ms"`
+	AcquireMs *float64 `json:"acquire_ms"`
+	// Modelled names the parts that are modelled delays, not measured
+	// ("detect", "acquire").
+	Modelled []string `json:"modelled"`
+	// RestoreMs is the time to load the recovery point; RestoreBytes what
+	// it read from storage.
+	RestoreMs    *float64 `json:"restore_ms"`
+	RestoreBytes *int64   `json:"restore_bytes"`
+	// ReprocessedRecords are records read a second time; ReprocessMs the
+	// time from restored until the read position was back where the
+	// crash found it.
 	ReprocessedRecords *int64   `json:"reprocessed_records"`
-	CatchUpMs          *float64 `json:"catch_up_ms"`
+	ReprocessMs        *float64 `json:"reprocess_ms"`
+	// CatchUpMs runs from restored until the source lag is back within
+	// 10 % of its level before the fault; RecoveredMs from the fault to
+	// then (time-to-recovered).
+	CatchUpMs   *float64 `json:"catch_up_ms"`
+	RecoveredMs *float64 `json:"recovered_ms"`
 }
 
 // ResumedFrom is where a resumed process picked the run up.
