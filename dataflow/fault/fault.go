@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Spec is one parsed --fail value.
@@ -39,6 +40,10 @@ type Spec struct {
 	// has been reached at least once, so that a crash lands after a step
 	// of the protocol whatever the scheduling.
 	AfterPoint string
+	// At, for a worker kill given as worker=W,at=DURATION, kills worker W
+	// at that wall-clock moment since the run started (at the first read
+	// after it) instead of after a record count.
+	At time.Duration
 	// Named points: Point != "" and Occurrence >= 1.
 	Point      string
 	Occurrence int

@@ -78,6 +78,10 @@ type Summary struct {
 	// the newest few of each (per batch, per checkpoint, per finite job).
 	History *ProgressHistory `json:"history"`
 
+	// Series is the run over time when run.Config.Series asked for it;
+	// rewind bench writes it to its own files, so not to the summary.
+	Series *Series `json:"-"`
+
 	ThroughputRPS float64 `json:"throughput_rps"`
 	WallMs        float64 `json:"wall_ms"`
 	// Notes are human-readable caveats ("source is forgetful: 1200 records

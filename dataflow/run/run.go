@@ -46,7 +46,17 @@ type Config struct {
 	StorageOutageLimit time.Duration
 	Parallelism        int
 	Fails              []fault.Spec
-	Seed               int64
+	// DetectDelay is the modelled heartbeat timeout: how long after a
+	// worker dies it is declared dead. AcquireDelay is the modelled time
+	// to obtain a replacement worker after that. Every executor waits them
+	// out identically before it restores; the bill marks them modelled.
+	DetectDelay  time.Duration
+	AcquireDelay time.Duration
+	// Series asks for the run over time (Summary.Series) with per-bucket
+	// latency; rewind bench sets it. Without it only what billing
+	// catch-up needs is kept.
+	Series bool
+	Seed   int64
 	// RunID names the run's namespace in durable storage. The CLI sets it
 	// (a new id, or the one --resume continues); empty means the executor
 	// picks a new one. An executor resumes from whatever its storage holds
