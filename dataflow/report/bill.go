@@ -12,11 +12,19 @@ type Crash struct {
 	Cause string
 	// At is when the crash happened; a resumed process's start stands for
 	// the earlier process's death.
-	At          time.Time
-	Detect      *time.Duration
-	Restore     *time.Duration
-	Reprocessed *int64
-	CatchUp     *time.Duration
+	At     time.Time
+	Detect *time.Duration
+	// Acquire is the time from declared dead to a replacement ready;
+	// Modelled names the parts that are modelled delays ("detect",
+	// "acquire"). Restore is measured from the replacement being ready to
+	// the recovery point loaded, so At+Detect+Acquire+Restore is when
+	// processing restarts. RestoreBytes is what the restore read.
+	Acquire      *time.Duration
+	Modelled     []string
+	Restore      *time.Duration
+	RestoreBytes *int64
+	Reprocessed  *int64
+	CatchUp      *time.Duration
 	// Earlier: the death of the process before this one (--resume). Its
 	// detection, what it cut short and its catch-up are unknown here; only
 	// the restore is measured.
