@@ -20,6 +20,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -80,6 +81,9 @@ type Env struct {
 	Alloc   memory.Allocator
 	Faults  *fault.Injector
 	Log     *slog.Logger
+	// Trace, when set (rewind trace), records the steps a time-space
+	// diagram draws; nil in ordinary runs.
+	Trace *spacetime.Recorder
 
 	// patient is PatientStore's one outage clock, made on first use: the
 	// executor's calls and the sink's journal wait out the same outage.
