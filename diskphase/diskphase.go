@@ -41,7 +41,7 @@ func (Executor) Name() string { return "diskphase" }
 // Traits implements run.Executor: the first recovery point is durable
 // once the first finite job commits.
 func (Executor) Traits() run.Traits {
-	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery"},
+	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery", "detect-delay", "acquire-delay"},
 		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}}
 }
 
