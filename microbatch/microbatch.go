@@ -235,7 +235,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 	if opts.lineage {
 		pieceRecovery = RecoveryLineage
 	}
-	met := newMetrics(env.Config.Progress, pieceRecovery)
+	met := newMetrics(env.Config.Progress, pieceRecovery, env.Begin())
 	if env.Config.Resumed {
 		met.processDied()
 	}
