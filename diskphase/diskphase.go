@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // Executor is the disk-phase executor (--executor diskphase). The zero
@@ -153,9 +154,10 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 			}
 		}
 	}
+	counted := storage.NewCounting(env.PatientStore().Store())
 	x := &execution{
-		env: env, store: env.PatientStore().Store(), topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
-		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress), handover: newHandoverLog(),
+		env: env, store: counted, counted: counted, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
+		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress, env.Begin()), handover: newHandoverLog(),
 		trace: e.trace,
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),
 			stateful: topo.stateful, mode: plan.Mode, perSplit: plan.PerSplit, maxDisorder: plan.MaxDisorder},
