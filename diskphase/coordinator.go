@@ -24,7 +24,10 @@ type execution struct {
 	// store is env.Store waiting out an outage (run.Env.PatientStore): a
 	// unit's write or a ledger entry waits for storage that stopped
 	// answering, up to the run's limit.
-	store       storage.Store
+	store storage.Store
+	// counted is store, counting what it read: a coordinator's restart
+	// bills the bytes it read back (restore_bytes).
+	counted     *storage.Counting
 	topo        *topology
 	splits      []split
 	plan        RunPlan
@@ -161,7 +164,15 @@ func (x *execution) runCoordinators(ctx context.Context) error {
 // sink back to the last committed job.
 func (c *coordinator) start(ctx context.Context) error {
 	x := c.x
+	// A crashed coordinator is replaced like a worker: detected, then
+	// acquired, then restored from t0.
 	t0 := time.Now()
+	var waited *report.Crash
+	if cc := x.coordCrash; cc != nil {
+		waited = &report.Crash{At: cc.rec.At}
+		t0 = x.env.Replacement().Wait(ctx, waited, t0)
+	}
+	read := x.counted.Read()
 	store := x.store
 	if err := x.checkRunPlan(ctx); err != nil {
 		return err
@@ -216,9 +227,10 @@ func (c *coordinator) start(ctx context.Context) error {
 		x.coordCrash = nil
 		now := time.Now()
 		rec := cc.rec
+		bytes := x.counted.Read() - read
 		x.met.mu.Lock()
-		rec.Detect = durPtr(t0.Sub(rec.At))
-		rec.Restore = durPtr(now.Sub(t0))
+		rec.Detect, rec.Acquire, rec.Modelled = waited.Detect, waited.Acquire, waited.Modelled
+		rec.Restore, rec.RestoreBytes = durPtr(now.Sub(t0)), &bytes
 		x.met.mu.Unlock()
 		for _, u := range cc.abandoned {
 			if !c.m.isDone(u) {
@@ -233,7 +245,7 @@ func (c *coordinator) start(ctx context.Context) error {
 	}
 	if rec := x.processDied; rec != nil {
 		x.processDied = nil
-		x.met.resumedAt(rec, c.inc, time.Since(t0), resumedFrom(d))
+		x.met.resumedAt(rec, c.inc, time.Since(t0), x.counted.Read()-read, resumedFrom(d))
 	}
 	return nil
 }
@@ -401,9 +413,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			cause += " while idle"
 		}
 		rec := x.met.newRecovery(cause, msg.at, false)
-		x.met.mu.Lock()
-		rec.Detect = durPtr(time.Since(msg.at))
-		x.met.mu.Unlock()
+		c.replace(ctx, rec)
 		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String()})
 		if r == nil {
 			x.met.settle(rec)
@@ -427,9 +437,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			c.queue = append(c.queue, evAttemptSucceeded{Unit: r.unit, Attempt: r.num, Map: msg.m, Reduce: msg.r})
 		case isCrash:
 			rec := x.met.newRecovery(fmt.Sprintf("worker %d crashed at %s while running %s", r.worker, crash.Spec, r.unit), msg.at, false)
-			x.met.mu.Lock()
-			rec.Detect = durPtr(time.Since(msg.at))
-			x.met.mu.Unlock()
+			c.replace(ctx, rec)
 			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: crash.Spec.String()})
 			c.killed(r, crash, rec)
 		case errors.As(msg.err, &bad):
@@ -491,6 +499,21 @@ func (c *coordinator) abandoned() []UnitID {
 
 // killed carries out the death of the worker running r: the attempt is
 // cancelled and whatever it held is dropped with it.
+// replace waits out the modelled detect and acquire of the worker crash
+// billed in rec (run.Env.Replacement), which the coordinator notices now,
+// and bills them. The surviving workers run on meanwhile; their results
+// wait for the coordinator. The restore, up to the first re-run of a unit
+// the crash interrupted, counts from the end of the wait (attemptStarted).
+// It reads no recovery point back: the ledger is in the coordinator's
+// memory, so a worker crash has no restore_bytes.
+func (c *coordinator) replace(ctx context.Context, rec *recoveryRec) {
+	waited := &report.Crash{At: rec.At}
+	c.x.env.Replacement().Wait(ctx, waited, time.Now())
+	c.x.met.mu.Lock()
+	rec.Detect, rec.Acquire, rec.Modelled = waited.Detect, waited.Acquire, waited.Modelled
+	c.x.met.mu.Unlock()
+}
+
 func (c *coordinator) killed(r *attemptRun, crash *fault.Crash, rec *recoveryRec) {
 	r.dead, r.killedBy = true, crash
 	r.cancel(crash)

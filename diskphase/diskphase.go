@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // Executor is the disk-phase executor (--executor diskphase). The zero
@@ -41,7 +42,7 @@ func (Executor) Name() string { return "diskphase" }
 // Traits implements run.Executor: the first recovery point is durable
 // once the first finite job commits.
 func (Executor) Traits() run.Traits {
-	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery"},
+	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery", "detect-delay", "acquire-delay"},
 		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}}
 }
 
@@ -153,9 +154,10 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 			}
 		}
 	}
+	counted := storage.NewCounting(env.PatientStore().Store())
 	x := &execution{
-		env: env, store: env.PatientStore().Store(), topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
-		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress), handover: newHandoverLog(),
+		env: env, store: counted, counted: counted, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
+		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress, env.Begin()), handover: newHandoverLog(),
 		trace: e.trace,
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),
 			stateful: topo.stateful, mode: plan.Mode, perSplit: plan.PerSplit, maxDisorder: plan.MaxDisorder},

@@ -60,6 +60,8 @@ type scenario struct {
 	stopAfterCommits int
 	// resumed runs the scenario as a --resume process (run.Config.Resumed).
 	resumed bool
+	// detect and acquire are the modelled replacement delays.
+	detect, acquire time.Duration
 	// onTrace sees every trace event, in the coordinator's goroutine (or a
 	// unit's, for none of the kinds used here), with the store.
 	onTrace func(ev traceEvent, st storage.Store, x *execution)
@@ -107,7 +109,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
 		Options: Options{JobRecords: sc.jobRecords, JobInterval: sc.jobInterval}, Fails: sc.fails, Seed: 1, Progress: sc.progress,
-		Resumed: sc.resumed}
+		Resumed: sc.resumed, DetectDelay: sc.detect, AcquireDelay: sc.acquire}
 	runCtx := ctx
 	if sc.stopAfterCommits > 0 {
 		var stop context.CancelFunc

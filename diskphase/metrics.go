@@ -64,9 +64,9 @@ type recoveryRec struct {
 	commitJob int
 }
 
-func newMetrics(progress io.Writer) *metrics {
-	start := time.Now()
-	return &metrics{progress: report.NewProgress(progress, "diskphase", start), start: start, latency: report.NewLatencyRecorder(),
+// newMetrics measures a run that started at start (run.Env.Begin).
+func newMetrics(progress io.Writer, start time.Time) *metrics {
+	return &metrics{progress: report.NewProgress(progress, "diskphase", start), start: start, bill: report.Bill{Start: start}, latency: report.NewLatencyRecorder(),
 		jobs: map[int]*jobMetrics{}, attempts: map[UnitID]int{}, tags: map[UnitID][]*recoveryRec{}}
 }
 
@@ -111,10 +111,10 @@ func (m *metrics) processDied() *recoveryRec {
 
 // resumedAt completes rec, the earlier process's death, once the first
 // coordinator of this process has restored rf in restore.
-func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, rf *report.ResumedFrom) {
+func (m *metrics) resumedAt(rec *recoveryRec, incarnation int, restore time.Duration, bytes int64, rf *report.ResumedFrom) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec.Restore = &restore
+	rec.Restore, rec.RestoreBytes = &restore, &bytes
 	m.resumedFrom = rf
 	m.progress.Emit("coordinator_restarted", map[string]any{"incarnation": incarnation,
 		"restore_ms": report.Millis(restore), "cause": rec.Cause, "resumed_from": rf})
@@ -162,8 +162,12 @@ func (m *metrics) attemptStarted(u UnitID, now time.Time) (rerun bool, rec *reco
 		rec = tags[len(tags)-1]
 		for _, r := range tags {
 			if r.Restore == nil && !r.Loss && r.Detect != nil {
-				// Time from noticing the crash to the first re-run.
-				r.Restore = durPtr(now.Sub(r.At) - *r.Detect)
+				// Time from the replacement ready to the first re-run.
+				rs := now.Sub(r.At) - *r.Detect
+				if r.Acquire != nil {
+					rs -= *r.Acquire
+				}
+				r.Restore = durPtr(rs)
 			}
 		}
 	}

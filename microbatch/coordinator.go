@@ -11,6 +11,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
@@ -20,9 +21,12 @@ import (
 // of its memory, and its workers' memory, is dropped when it crashes: the
 // next incarnation is a new value that never sees this one.
 type coordinator struct {
-	env     *run.Env
-	opts    *options
-	store   storage.Store
+	env   *run.Env
+	opts  *options
+	store storage.Store
+	// counted is store, counting what it read: a restore bills the bytes
+	// read between its start and end (restore_bytes).
+	counted *storage.Counting
 	prefix  string
 	topo    *topology
 	par     int
@@ -104,8 +108,9 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 	if err != nil {
 		return nil, err
 	}
+	counted := storage.NewCounting(env.PatientStore().Store())
 	c := &coordinator{
-		env: env, opts: opts, store: env.PatientStore().Store(), prefix: runPrefix(env.Job.Name, runID), topo: topo,
+		env: env, opts: opts, store: counted, counted: counted, prefix: runPrefix(env.Job.Name, runID), topo: topo,
 		par: opts.parallelism, alloc: env.Alloc, m: NewMachine(opts.trigger), met: met, faults: env.Faults,
 		attempt: incarnation * 10000, deathCh: make(chan struct{}, 1), async: make(chan asyncResult, 2),
 		commitVer: map[int64]int64{}, manifestMin: map[int64]int64{}, lastGC: -1,
@@ -122,14 +127,22 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 // bounded input is committed, ctx is done, or the coordinator crashes (a
 // *fault.Crash error).
 func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed int64) error {
+	// A crashed coordinator is replaced like a worker: detected, then
+	// acquired, then restored.
+	var waited *report.Crash
 	restoreStart := time.Now()
+	if crashed != nil {
+		waited = &report.Crash{At: crashed.At}
+		restoreStart = c.env.Replacement().Wait(ctx, waited, restoreStart)
+	}
+	read := c.counted.Read()
 	rp, err := c.restore(ctx)
 	if err != nil {
 		return err
 	}
 	restored := time.Now()
 	c.met.restoredFrom(rp.LastCommitted, c.ends)
-	c.met.recovered(crashed, restoreStart, restored, reprocessed)
+	c.met.recovered(crashed, waited, restoreStart, restored, reprocessed, c.counted.Read()-read)
 	// Events are fed one at a time, in the order they arrive: those the
 	// actions return at once, then those of actions still in flight.
 	queue := []Event{Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun}}

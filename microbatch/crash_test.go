@@ -2,8 +2,10 @@ package microbatch
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
@@ -68,5 +70,30 @@ func TestCrashAtEveryPoint(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestTimedKillModelledReplacement: a worker killed at a time, with the
+// heartbeat timeout and the replacement modelled, bills both as modelled
+// figures at least as long as configured, reads the committed state back
+// (and says how many bytes), and the output is exact.
+func TestTimedKillModelledReplacement(t *testing.T) {
+	inputs := runtest.Gen{Records: 30000, Keys: 200, Seed: 23, Rate: 100000}.Inputs("keyed-count")
+	sc := &scenario{job: "keyed-count", inputs: inputs, mode: sink.Idempotent, parallelism: 2,
+		fails: []fault.Spec{{Worker: 0, At: 100 * time.Millisecond}}, detect: 200 * time.Millisecond, acquire: 100 * time.Millisecond}
+	o := sc.execute(t)
+	checkCrashRun(t, "timed kill", sc, o, true)
+	if len(o.summary.Recoveries) != 1 {
+		t.Fatalf("%d recoveries, want 1: %+v", len(o.summary.Recoveries), o.summary.Recoveries)
+	}
+	r := o.summary.Recoveries[0]
+	if r.DetectMs == nil || *r.DetectMs < 200 || r.AcquireMs == nil || *r.AcquireMs < 100 || !slices.Equal(r.Modelled, []string{"detect", "acquire"}) {
+		t.Fatalf("bill %+v: want detect >= 200 ms, acquire >= 100 ms, both modelled", r)
+	}
+	if r.AtMs == nil || *r.AtMs < 100 {
+		t.Fatalf("at_ms %v, want >= 100", r.AtMs)
+	}
+	if r.RestoreBytes == nil || *r.RestoreBytes <= 0 || r.RestoreMs == nil {
+		t.Fatalf("restore %v ms, %v bytes; want the committed state's bytes (a batch commits every few ms)", r.RestoreMs, r.RestoreBytes)
 	}
 }

@@ -57,6 +57,8 @@ type scenario struct {
 	dedup  bool
 	// resumed runs the scenario as a --resume process (run.Config.Resumed).
 	resumed bool
+	// detect and acquire are the modelled replacement delays.
+	detect, acquire time.Duration
 }
 
 type outcome struct {
@@ -93,6 +95,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
 		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -40,7 +41,7 @@ func TestBatchStopsWhenAKillHasOnlyClosedStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newCoordinator(env, opts, "kill-test", 0, newMetrics(nil, RecoveryRerunBatch))
+	c, err := newCoordinator(env, opts, "kill-test", 0, newMetrics(nil, RecoveryRerunBatch, time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

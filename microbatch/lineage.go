@@ -216,13 +216,15 @@ func (c *coordinator) recoverLostPieces(ctx context.Context, se *stageEnv, done 
 
 // rebuildRound repairs the workers dead now (steps 1-4 above).
 func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) (bool, error) {
-	start := time.Now()
+	noticed := time.Now()
 	dead, alive := c.deadAndAlive()
 	if len(alive) == 0 {
 		c.met.note(fmt.Sprintf("lineage: batch %d lost every worker, so nobody could rebuild its pieces; the batch was re-run", c.cur.Batch))
 		return false, c.noteRerun(done)
 	}
 	c.takeDeaths()
+	waited, start := c.replacement(ctx, noticed)
+	read := c.counted.Read()
 
 	// 1. Everything the dead workers held is dropped.
 	bd := se.bd
@@ -312,7 +314,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	}
 
 	primary := c.takeRecoveries()
-	c.met.recovered(primary, start, time.Now(), res.Loss.RecordsReread)
+	c.met.recovered(primary, waited, start, time.Now(), res.Loss.RecordsReread, c.counted.Read()-read)
 	c.met.lostPieces(lostPieceReport{
 		mode: RecoveryLineage, batch: c.cur.Batch, lost: dead, survivors: alive, loss: res.Loss,
 		plan: &plan, ranges: bp.ranges,

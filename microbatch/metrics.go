@@ -65,9 +65,9 @@ type stepTotals struct {
 	plan, offsets, run, state, sink, commit, publish time.Duration
 }
 
-func newMetrics(progress io.Writer, pieceRecovery string) *metrics {
-	start := time.Now()
-	return &metrics{start: start, progress: report.NewProgress(progress, "microbatch", start), lat: report.NewLatencyRecorder(),
+// newMetrics measures a run that started at start (run.Env.Begin).
+func newMetrics(progress io.Writer, pieceRecovery string, start time.Time) *metrics {
+	return &metrics{start: start, bill: report.Bill{Start: start}, progress: report.NewProgress(progress, "microbatch", start), lat: report.NewLatencyRecorder(),
 		latWait: report.NewLatencyRecorder(), latWork: report.NewLatencyRecorder(), pieceRecovery: pieceRecovery}
 }
 
@@ -166,33 +166,46 @@ func (m *metrics) batchLost(logged bool) {
 	}
 }
 
-// recovered completes the detection and restore figures of r.
-// Every other crash not yet repaired that happened before restoreStart
-// (a second kill of a worker already down, a kill while the coordinator
-// was down) is repaired by the same recovery and shares its figures, with
-// nothing reprocessed on its account.
-func (m *metrics) recovered(r *recovery, restoreStart, restoreEnd time.Time, reprocessed int64) {
+// recovered completes the detection, acquire and restore figures of r:
+// waited holds r's detect and acquire (nil: none pending, nothing waited),
+// the replacement was ready at restoreStart, the restore read bytes from
+// storage. Every other crash not yet repaired that happened before
+// restoreStart (a second kill of a worker already down, a kill while the
+// coordinator was down) is repaired by the same recovery and shares its
+// figures, with nothing reprocessed on its account.
+func (m *metrics) recovered(r *recovery, waited *report.Crash, restoreStart, restoreEnd time.Time, reprocessed, bytes int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	detected, acquire := restoreStart, time.Duration(0)
+	var modelled []string
+	if waited != nil {
+		detected, acquire, modelled = waited.At.Add(*waited.Detect), *waited.Acquire, waited.Modelled
+	}
+	var read *int64
+	if bytes > 0 {
+		read = &bytes
+	}
 	for _, o := range m.recoveries {
 		if o.Restored() || o.At.After(restoreStart) {
 			continue
 		}
 		rs := restoreEnd.Sub(restoreStart)
+		o.RestoreBytes = read
 		if o.Earlier {
 			o.Restore = &rs
 			m.progress.Emit("recovery", map[string]any{"cause": o.Cause, "detect_ms": nil, "restore_ms": report.Millis(rs),
 				"reprocessed_records": nil, "resumed_from": m.resumedFrom})
 			continue
 		}
-		d := restoreStart.Sub(o.At)
+		d := max(detected.Sub(o.At), 0)
+		a := acquire
 		rp := int64(0)
 		if o == r {
 			rp = reprocessed
 		}
-		o.Detect, o.Restore, o.Reprocessed = &d, &rs, &rp
-		m.progress.Emit("recovery", map[string]any{"cause": o.Cause, "detect_ms": report.Millis(d), "restore_ms": report.Millis(rs),
-			"reprocessed_records": rp})
+		o.Detect, o.Acquire, o.Modelled, o.Restore, o.Reprocessed = &d, &a, modelled, &rs, &rp
+		m.progress.Emit("recovery", map[string]any{"cause": o.Cause, "detect_ms": report.Millis(d), "acquire_ms": report.Millis(a),
+			"restore_ms": report.Millis(rs), "reprocessed_records": rp})
 	}
 }
 

@@ -181,7 +181,8 @@ func (Executor) Name() string { return "microbatch" }
 // never fire; a crash before the first commit still restores from the
 // offsets logged before the batch ran.
 func (Executor) Traits() run.Traits {
-	return run.Traits{Flags: []string{"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery"},
+	return run.Traits{Flags: []string{"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery",
+		"detect-delay", "acquire-delay"},
 		NoOptions: Options{}}
 }
 
@@ -234,7 +235,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 	if opts.lineage {
 		pieceRecovery = RecoveryLineage
 	}
-	met := newMetrics(env.Config.Progress, pieceRecovery)
+	met := newMetrics(env.Config.Progress, pieceRecovery, env.Begin())
 	if env.Config.Resumed {
 		met.processDied()
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
@@ -175,11 +176,13 @@ func (c *coordinator) anyDead() bool {
 // operators are rebuilt too, from the committed state version, because
 // they have absorbed part of the batch that failed.
 func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
-	start := time.Now()
+	noticed := time.Now()
 	if _, err := c.drain(); err != nil { // nothing is in flight by now
 		return nil, err
 	}
 	c.takeDeaths()
+	waited, start := c.replacement(ctx, noticed)
+	read := c.counted.Read()
 	var need []int
 	for _, w := range c.workers {
 		if w.dead() {
@@ -223,8 +226,27 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 		reprocessed = c.cur.rows()
 	}
 	primary := c.takeRecoveries()
-	c.met.recovered(primary, start, time.Now(), reprocessed)
+	c.met.recovered(primary, waited, start, time.Now(), reprocessed, c.counted.Read()-read)
 	return Rebuilt{Now: time.Now()}, nil
+}
+
+// replacement waits out the modelled detect and acquire of the first crash
+// pending repair (run.Env.Replacement), noticed at noticed, and returns
+// their figures and the moment the replacement is ready: the restore is
+// measured from there. Without a crash pending (a rebuild for a lost
+// file) there is nothing to wait for.
+func (c *coordinator) replacement(ctx context.Context, noticed time.Time) (*report.Crash, time.Time) {
+	c.recMu.Lock()
+	var first *recovery
+	if len(c.pendingRecoveries) > 0 {
+		first = c.pendingRecoveries[0]
+	}
+	c.recMu.Unlock()
+	if first == nil {
+		return nil, noticed
+	}
+	waited := &report.Crash{At: first.At}
+	return waited, c.env.Replacement().Wait(ctx, waited, noticed)
 }
 
 // replaceWorkers starts a new incarnation of each worker in ids, its key

@@ -212,7 +212,7 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 
 func (inc *incarnation) restoreInfo() RestoreInfo {
 	return RestoreInfo{Attempt: inc.attempt, From: inc.from, Listing: inc.listing, Plan: inc.rplan, Parts: inc.partCounts,
-		fromParts: inc.fromParts}
+		fromParts: inc.fromParts, bytes: inc.restoreBytes}
 }
 
 func (inc *incarnation) restoredOffsets() map[string]int64 { return inc.restoredPos }

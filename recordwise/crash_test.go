@@ -3,6 +3,7 @@ package recordwise
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -269,5 +270,33 @@ func TestCrashAfterMetadataCountsThePointComplete(t *testing.T) {
 	}
 	if o.summary.Checkpoints.Completed != completed {
 		t.Fatalf("summary counts %d completed, history holds %d", o.summary.Checkpoints.Completed, completed)
+	}
+}
+
+// TestTimedKillModelledReplacement: a worker killed at a time, with the
+// heartbeat timeout and the replacement modelled, bills both as modelled
+// figures at least as long as configured, reads its checkpoint back (and
+// says how many bytes), and the output is exact.
+func TestTimedKillModelledReplacement(t *testing.T) {
+	sc := &scenario{job: "keyed-count", mode: sink.Idempotent, inputs: inputs("keyed-count", 30000, 100000, 23),
+		detect: 200 * time.Millisecond, acquire: 100 * time.Millisecond,
+		fails: []fault.Spec{{Worker: 0, At: 100 * time.Millisecond}}}
+	o := sc.execute(t)
+	o.check(t, sc.String())
+	if len(o.summary.Recoveries) != 1 || len(o.report.Restores) != 2 {
+		t.Fatalf("%s: %d recoveries, %d starts; want one crash and a restart", sc, len(o.summary.Recoveries), len(o.report.Restores))
+	}
+	r := o.summary.Recoveries[0]
+	if r.DetectMs == nil || *r.DetectMs < 200 || r.AcquireMs == nil || *r.AcquireMs < 100 || !slices.Equal(r.Modelled, []string{"detect", "acquire"}) {
+		t.Fatalf("%s: bill %+v: want detect >= 200 ms, acquire >= 100 ms, both modelled", sc, r)
+	}
+	if r.AtMs == nil || *r.AtMs < 100 {
+		t.Fatalf("%s: at_ms %v, want >= 100", sc, r.AtMs)
+	}
+	if o.report.Restores[1].From == 0 {
+		t.Fatalf("%s: the restart restored no checkpoint; the kill at 100 ms should follow several", sc)
+	}
+	if r.RestoreBytes == nil || *r.RestoreBytes <= 0 || r.RestoreMs == nil {
+		t.Fatalf("%s: restore %v ms, %v bytes; want the checkpoint's bytes", sc, r.RestoreMs, r.RestoreBytes)
 	}
 }

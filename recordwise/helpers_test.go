@@ -73,6 +73,7 @@ type scenario struct {
 	parallelism int
 	interval    time.Duration
 	detect      time.Duration
+	acquire     time.Duration
 	fails       []fault.Spec
 	opts        Options
 	format      sink.Format
@@ -156,7 +157,8 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "recordwise",
 		Options: Options{Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout, CheckpointInterval: sc.interval,
-			BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained, DetectDelay: sc.detect},
+			BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained},
+		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}

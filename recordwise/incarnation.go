@@ -41,6 +41,8 @@ type incarnation struct {
 	from    checkpoint.ID // restored recovery point; 0 = the start
 	// fromParts are the parts listed in the restored point's metadata.
 	fromParts []metaPart
+	// restoreBytes is what loading the restored point read from storage.
+	restoreBytes int64
 	// firstEpoch is the sink epoch the restored tasks write first: after
 	// from, and after every epoch the sink already published.
 	firstEpoch int64
@@ -203,7 +205,7 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	}
 	defer rp.release()
 	if rp.found {
-		inc.from, inc.fromParts = rp.id, rp.meta.Parts
+		inc.from, inc.fromParts, inc.restoreBytes = rp.id, rp.meta.Parts, rp.bytes
 	}
 	complete := int64(-1)
 	if rp.found {

@@ -77,8 +77,10 @@ type RestoreInfo struct {
 	Plan    checkpoint.RestorePlan
 	// Parts counts the part descriptors each listed checkpoint had.
 	Parts map[checkpoint.ID]int
-	// fromParts are the restored point's parts, from its metadata.
+	// fromParts are the restored point's parts, from its metadata; bytes
+	// what reading the point back from storage read.
 	fromParts []metaPart
+	bytes     int64
 }
 
 // Report is what a run measured beyond report.Summary.
@@ -138,7 +140,9 @@ type observer struct {
 // start of its restore.
 type recovery struct {
 	*report.Crash
-	detectedAt time.Time
+	// readyAt is when the replacement was ready: the restore is measured
+	// from it.
+	readyAt time.Time
 }
 
 type catchUp struct {
@@ -303,14 +307,24 @@ func (o *observer) writeCheckpointEvent(cs CheckpointStats) {
 	o.progress.Emit("checkpoint", cs)
 }
 
-// crash records a crash and the checkpoints it cut short.
-func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *recovery {
+// begin sets the run's start, from which the bill's at_ms counts.
+func (o *observer) begin(start time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.start, o.bill.Start = start, start
+}
+
+// crash records a crash and the checkpoints it cut short. waited holds
+// the crash's time and its detect and acquire (report.Replacement), the
+// replacement was ready at ready.
+func (o *observer) crash(cause string, waited *report.Crash, ready time.Time, inProgress int) *recovery {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.failed += inProgress
-	r := &recovery{Crash: o.bill.Open(cause, at), detectedAt: detected}
-	d := detected.Sub(at)
-	r.Detect = &d
+	at := waited.At
+	r := &recovery{Crash: o.bill.Open(cause, at), readyAt: ready}
+	r.Detect, r.Acquire, r.Modelled = waited.Detect, waited.Acquire, waited.Modelled
+	d := *r.Detect
 	if o.catchUp != nil {
 		o.catchUp = nil // the previous recovery never caught up
 	}
@@ -327,7 +341,7 @@ func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *
 func (o *observer) processDied() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.resumed = &recovery{Crash: o.bill.ProcessDied(o.start), detectedAt: o.start}
+	o.resumed = &recovery{Crash: o.bill.ProcessDied(o.start), readyAt: o.start}
 }
 
 // completedUnseen enters into the history a recovery point restored from
@@ -374,7 +388,7 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 	if r == nil {
 		return
 	}
-	rs := now.Sub(r.detectedAt)
+	rs := now.Sub(r.readyAt)
 	var rp int64
 	target := map[string]int64{}
 	for key, hw := range o.hw {
@@ -384,6 +398,10 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 		}
 	}
 	r.Restore, r.Reprocessed = &rs, &rp
+	if info.From != 0 {
+		b := info.bytes
+		r.RestoreBytes = &b
+	}
 	if len(target) == 0 {
 		zero := time.Duration(0)
 		r.CatchUp = &zero
@@ -399,8 +417,12 @@ func (o *observer) restarted(r *recovery, info RestoreInfo, restored map[string]
 // Nothing is reprocessed on its account that this process could count, and
 // there is no catch-up target. o.mu is held.
 func (o *observer) restoredAfterDeath(e *recovery, info RestoreInfo, restored map[string]int64, now time.Time) {
-	rs := now.Sub(e.detectedAt)
+	rs := now.Sub(e.readyAt)
 	e.Restore = &rs
+	if info.From != 0 {
+		b := info.bytes
+		e.RestoreBytes = &b
+	}
 	rf := &report.ResumedFrom{Kind: "checkpoint"}
 	if info.From != 0 {
 		id := int64(info.From)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -17,7 +18,8 @@ func TestCompletionNoticedAtRestoreIsAnEvent(t *testing.T) {
 	var progress bytes.Buffer
 	o := newObserver(&progress)
 	at := time.Now()
-	r := o.crash("worker 1 killed", at, at, 1)
+	zero := time.Duration(0)
+	r := o.crash("worker 1 killed", &report.Crash{At: at, Detect: &zero, Acquire: &zero}, at, 1)
 	o.restarted(r, RestoreInfo{Attempt: 1, From: 1}, nil, at)
 	if o.completed != 1 || o.failed != 0 {
 		t.Fatalf("completed %d, failed %d; want the point counted completed, not failed", o.completed, o.failed)

@@ -37,6 +37,5 @@ func (o Options) merged(cfg run.Config) Options {
 		BufferTimeout:       cmp.Or(o.BufferTimeout, flags.BufferTimeout),
 		CheckpointTimeout:   cmp.Or(o.CheckpointTimeout, flags.CheckpointTimeout),
 		RetainedCheckpoints: cmp.Or(o.RetainedCheckpoints, flags.RetainedCheckpoints),
-		DetectDelay:         cmp.Or(o.DetectDelay, flags.DetectDelay),
 	}
 }

@@ -10,10 +10,10 @@ import (
 // The flags' options arrive in run.Config.Options; an Executor's own
 // Options win field by field, and the barrier mode defaults to aligned.
 func TestOptionsMergeFlagsUnderTheExecutors(t *testing.T) {
-	cfg := run.Config{Options: Options{Barriers: barrierUnaligned, CheckpointInterval: time.Second, DetectDelay: 3 * time.Millisecond}}
+	cfg := run.Config{Options: Options{Barriers: barrierUnaligned, CheckpointInterval: time.Second, RetainedCheckpoints: 3}}
 	got := Options{CheckpointInterval: 5 * time.Millisecond}.merged(cfg)
-	if got.Barriers != barrierUnaligned || got.CheckpointInterval != 5*time.Millisecond || got.DetectDelay != 3*time.Millisecond {
-		t.Fatalf("merged %+v; want unaligned barriers and the detect delay from the config, the interval from the executor", got)
+	if got.Barriers != barrierUnaligned || got.CheckpointInterval != 5*time.Millisecond || got.RetainedCheckpoints != 3 {
+		t.Fatalf("merged %+v; want unaligned barriers and the retained checkpoints from the config, the interval from the executor", got)
 	}
 	if v := (Options{}).merged(run.Config{}).Variant(); v != barrierAligned {
 		t.Fatalf("no barriers set: variant %q, want aligned", v)

@@ -47,9 +47,6 @@ type Options struct {
 	// long; RetainedCheckpoints complete ones are kept.
 	CheckpointTimeout   time.Duration
 	RetainedCheckpoints int
-	// DetectDelay is the modelled heartbeat timeout before a dead worker
-	// is noticed.
-	DetectDelay time.Duration
 
 	// RunID names the run's namespace in durable storage; an earlier run's
 	// id resumes it. Empty: run.Config.RunID, else a new id per Run.
@@ -120,7 +117,7 @@ func (Executor) Name() string { return "recordwise" }
 // the first recovery point is durable once its metadata is written.
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
-		"checkpoint-timeout", "retained-checkpoints", "detect-delay"},
+		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
 		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}}
 }
@@ -145,8 +142,9 @@ const maxRestarts = 1000
 // restarts. It plays the part of the cluster manager: it starts an
 // incarnation of the job, and when a worker or the coordinator of that
 // incarnation dies it waits --detect-delay (the modelled heartbeat timeout),
-// tears every task down and starts a brand-new incarnation from durable
-// storage, re-opened sources and the sink's own recovery alone.
+// tears every task down, waits --acquire-delay (a replacement worker) and
+// starts a brand-new incarnation from durable storage, re-opened sources
+// and the sink's own recovery alone.
 func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary, *Report, error) {
 	if env.Store == nil {
 		return nil, nil, errNoStore
@@ -178,10 +176,11 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 	sh := &shared{env: env, opts: opts, plan: pl, mode: mode, runID: runID,
 		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress), patient: env.PatientStore()}
 	sh.storeOnce = sh.patient.Once()
+	start := env.Begin()
+	sh.obs.begin(start)
 	if cfg.Resumed {
 		sh.obs.processDied()
 	}
-	start := time.Now()
 	finish := func() (*report.Summary, *Report) {
 		s, rep := sh.obs.summary(time.Since(start))
 		return s, &rep
@@ -200,8 +199,9 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		if err != nil {
 			if cr, ok := fault.AsCrash(err); ok {
 				at := time.Now()
-				detected := sh.detect(ctx, at)
-				pending = sh.obs.crash(fmt.Sprintf("coordinator killed during recovery (%s)", cr.Spec), at, detected, 0)
+				bill := &report.Crash{At: at}
+				ready := env.Replacement().Wait(ctx, bill, at)
+				pending = sh.obs.crash(fmt.Sprintf("coordinator killed during recovery (%s)", cr.Spec), bill, ready, 0)
 				continue
 			}
 			if ctx.Err() != nil {
@@ -223,11 +223,15 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		}
 		switch {
 		case oc.kind == outCrash:
-			detected := sh.detect(ctx, oc.at)
+			// The survivors run on until the crash is detected; the
+			// replacement is acquired once the job is torn down.
+			bill := &report.Crash{At: oc.at}
+			detected := env.Replacement().Detected(ctx, bill, time.Now())
 			inc.stop()
 			inProgress := inc.coord.pendingCount()
 			inc.teardown()
-			pending = sh.obs.crash(oc.cause, oc.at, detected, inProgress)
+			ready := env.Replacement().Acquired(ctx, bill, detected)
+			pending = sh.obs.crash(oc.cause, bill, ready, inProgress)
 			if env.Log != nil {
 				env.Log.Info("recordwise: restarting after a crash", "cause", oc.cause, "attempt", attempt+1)
 			}
@@ -248,18 +252,4 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			return s, rep, nil
 		}
 	}
-}
-
-// detect waits until the crash at `at` is noticed: --detect-delay models
-// the heartbeat timeout. The surviving workers keep running meanwhile.
-func (sh *shared) detect(ctx context.Context, at time.Time) time.Time {
-	if d := time.Until(at.Add(sh.opts.settings.DetectDelay)); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-	}
-	return time.Now()
 }

@@ -34,6 +34,9 @@ type restoredPoint struct {
 	// lowest watermarks its old tasks had (chainWM).
 	rescaled bool
 	chainWM  map[string]chainWatermarks
+	// bytes is what the restore read from storage (metadata, part
+	// descriptors, state and in-flight data), for the bill's restore_bytes.
+	bytes int64
 }
 
 // chainWatermarks are the lowest watermarks the tasks of one chain saved:
@@ -211,6 +214,7 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		}
 	}()
 	data, err := store.Get(ctx, inc.prefix+metadataKey(id))
+	rp.bytes += int64(len(data))
 	if err != nil {
 		return rp, fmt.Errorf("metadata: %w", err)
 	}
@@ -249,6 +253,7 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 	for _, mp := range m.Parts {
 		lp := &loadedPart{}
 		data, err := store.Get(ctx, inc.prefix+mp.Key)
+		rp.bytes += int64(len(data))
 		if err != nil {
 			return rp, fmt.Errorf("part of %s: %w", mp.Task, err)
 		}
@@ -264,6 +269,7 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		}
 		for _, o := range lp.desc.Ops {
 			data, err := store.Get(ctx, inc.prefix+o.Key)
+			rp.bytes += int64(len(data))
 			if err != nil {
 				return rp, fmt.Errorf("state of %s in %s: %w", o.Stage, mp.Task, err)
 			}
@@ -281,6 +287,7 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		}
 		if lp.desc.Channels != nil {
 			data, err := store.Get(ctx, inc.prefix+lp.desc.Channels.Key)
+			rp.bytes += int64(len(data))
 			if err != nil {
 				return rp, fmt.Errorf("in-flight data of %s: %w", mp.Task, err)
 			}

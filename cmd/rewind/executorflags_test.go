@@ -18,7 +18,8 @@ func TestAnotherExecutorsFlagIsAUsageError(t *testing.T) {
 		{[]string{"run", "--executor", "recordwise", "--job-records", "10"}, "invalid --job-records: it applies to diskphase only"},
 		{[]string{"run", "--executor", "recordwise", "--lost-piece-recovery", "rerun-batch"}, "applies to diskphase and microbatch only"},
 		{[]string{"run", "--executor", "reference", "--retained-batches", "3"}, "invalid --retained-batches: it applies to microbatch only, not to --executor reference"},
-		{[]string{"run", "--executor", "microbatch", "--list-fail-points", "--detect-delay", "1s"}, "invalid --detect-delay"},
+		{[]string{"run", "--executor", "reference", "--detect-delay", "1s"}, "invalid --detect-delay: it applies to diskphase and microbatch and recordwise only, not to --executor reference"},
+		{[]string{"run", "--executor", "reference", "--acquire-delay", "1s"}, "invalid --acquire-delay: it applies to diskphase and microbatch and recordwise only"},
 		{[]string{"trace", "--executor", "microbatch", "--barriers", "aligned"}, "invalid --barriers: it applies to recordwise only, not to --executor microbatch"},
 		{[]string{"trace", "--executor", "diskphase", "--trigger", "5ms"}, "invalid --trigger: it applies to microbatch only"},
 		{[]string{"bench", "--executors", "microbatch,diskphase", "--checkpoint-interval", "5ms"}, "invalid --checkpoint-interval: it applies to recordwise only, not to any of --executors microbatch,diskphase"},
@@ -33,6 +34,7 @@ func TestAnotherExecutorsFlagIsAUsageError(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "--executor", "microbatch", "--trigger", "5ms", "--list-fail-points"},
 		{"run", "--executor", "diskphase", "--lost-piece-recovery", "rerun-batch", "--list-fail-points"},
+		{"run", "--executor", "microbatch", "--detect-delay", "1s", "--acquire-delay", "2s", "--list-fail-points"},
 		{"run", "--barriers", "unaligned", "--checkpoint-interval", "2s", "--list-fail-points"},
 	} {
 		if code, _, stderr := rewind(t, args...); code != 0 {

@@ -45,7 +45,7 @@ func (f *runFlags) options(exec run.Executor) run.Options {
 	case recordwise.Executor:
 		return recordwise.Options{Barriers: f.barriers, AlignmentTimeout: f.alignmentTimeout,
 			CheckpointInterval: f.checkpointInterval, BufferTimeout: f.bufferTimeout, CheckpointTimeout: f.cpTimeout,
-			RetainedCheckpoints: f.retainedCPs, DetectDelay: f.detectDelay}
+			RetainedCheckpoints: f.retainedCPs}
 	}
 	return nil
 }

@@ -47,7 +47,8 @@ type runFlags struct {
 	retainedBatches, retainedCPs int
 	bufferTimeout, cpTimeout     time.Duration
 	storageTimeout               time.Duration
-	detectDelay, jobInterval     time.Duration
+	detectDelay, acquireDelay    time.Duration
+	jobInterval                  time.Duration
 	lostPieceRecovery            string
 	resume                       string
 	// noFails: --fail none, no crash (bench and trace have a default one;
@@ -79,7 +80,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.executor, "executor", defaultExecutor, "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
-	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process] (repeatable), or none (the default); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N|at=DURATION[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process] (repeatable), or none (the default); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress on stderr: bar, json (each progress event as a line), none; auto = a bar when stderr is a terminal")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")
@@ -110,7 +111,8 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.bufferTimeout, "buffer-timeout", time.Millisecond, "recordwise: flush a network buffer after this long even if not full")
 	fl.DurationVar(&f.cpTimeout, "checkpoint-timeout", 10*time.Minute, "recordwise: abort a recovery point not complete after this long")
 	fl.IntVar(&f.retainedCPs, "retained-checkpoints", 2, "recordwise: complete recovery points kept")
-	fl.DurationVar(&f.detectDelay, "detect-delay", 0, "recordwise: modelled heartbeat timeout before a dead worker is noticed")
+	fl.DurationVar(&f.detectDelay, "detect-delay", 0, "modelled heartbeat timeout: a dead worker is declared dead this long after it died (0 = not modelled: detection is measured)")
+	fl.DurationVar(&f.acquireDelay, "acquire-delay", 0, "modelled time to obtain a replacement worker once one is declared dead (0 = none)")
 	fl.Int64Var(&f.jobRecords, "job-records", 0, "diskphase: input records per finite job (0 = the whole bounded input)")
 	fl.DurationVar(&f.jobInterval, "job-interval", 0, "diskphase: input time range per finite job (0 = unset)")
 	fl.StringVar(&f.lostPieceRecovery, "lost-piece-recovery", "lineage", "microbatch and diskphase: how a lost stateless piece is recovered: lineage (rebuild only the lost pieces from their recorded derivation), rerun-batch (re-run the whole batch or unit)")
@@ -156,7 +158,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.retainedBatches < 1 || f.retainedCPs < 1 {
 		return cfg, nil, usagef("--retained-batches and --retained-checkpoints must be at least 1")
 	}
-	for name, d := range map[string]time.Duration{"--buffer-timeout": f.bufferTimeout, "--detect-delay": f.detectDelay, "--job-interval": f.jobInterval} {
+	for name, d := range map[string]time.Duration{"--buffer-timeout": f.bufferTimeout, "--detect-delay": f.detectDelay, "--acquire-delay": f.acquireDelay, "--job-interval": f.jobInterval} {
 		if d < 0 {
 			return cfg, nil, usagef("invalid %s %s: must not be negative", name, d)
 		}
@@ -193,7 +195,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	cfg = run.Config{
 		Job: f.job, Executor: f.executor,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
-		Seed:   f.seed,
+		Seed: f.seed, DetectDelay: f.detectDelay, AcquireDelay: f.acquireDelay,
 		Params: job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}
 	if exec != nil { // bench sets each contestant's

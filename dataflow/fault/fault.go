@@ -5,6 +5,9 @@
 //     records (counted over all sources, from the start of the run); with
 //     after-point=NAME added, it waits until the named point has also been
 //     reached once (for example, until the first checkpoint is durable);
+//     worker=W,at=DURATION kills it at the first read once DURATION has
+//     passed since the run started (after-point= may be added the same
+//     way; after-records= may not: one kill has one trigger);
 //   - point=NAME[,occurrence=K] crashes the process role that reaches the
 //     named point for the K-th time (default 1). Each executor lists the
 //     points it has (rewind run --executor E --list-fail-points);
@@ -85,10 +88,14 @@ func (s Spec) IsWorkerKill() bool { return s.Point == "" }
 
 func (s Spec) String() string {
 	if s.IsWorkerKill() {
-		if s.AfterPoint != "" {
-			return fmt.Sprintf("worker=%d,after-records=%d,after-point=%s", s.Worker, s.AfterRecords, s.AfterPoint)
+		trigger := fmt.Sprintf("after-records=%d", s.AfterRecords)
+		if s.At > 0 {
+			trigger = "at=" + s.At.String()
 		}
-		return fmt.Sprintf("worker=%d,after-records=%d", s.Worker, s.AfterRecords)
+		if s.AfterPoint != "" {
+			return fmt.Sprintf("worker=%d,%s,after-point=%s", s.Worker, trigger, s.AfterPoint)
+		}
+		return fmt.Sprintf("worker=%d,%s", s.Worker, trigger)
 	}
 	if s.KillProcess {
 		return fmt.Sprintf("point=%s,occurrence=%d,kill=process", s.Point, s.Occurrence)
@@ -96,7 +103,7 @@ func (s Spec) String() string {
 	return fmt.Sprintf("point=%s,occurrence=%d", s.Point, s.Occurrence)
 }
 
-const usage = "allowed: worker=W,after-records=N[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process]"
+const usage = "allowed: worker=W,after-records=N|at=DURATION[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process]"
 
 // Parse parses one --fail value.
 func Parse(text string) (Spec, error) {
@@ -128,6 +135,12 @@ func Parse(text string) (Spec, error) {
 			default:
 				s.Occurrence = int(n)
 			}
+		case "at":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return Spec{}, fmt.Errorf("invalid --fail %q: at must be a duration > 0 such as 4.5s, got %q", text, v)
+			}
+			s.At = d
 		case "point":
 			s.Point = v
 		case "after-point":
@@ -142,8 +155,8 @@ func Parse(text string) (Spec, error) {
 		}
 	}
 	switch {
-	case s.Point != "" && (seen["worker"] || seen["after-records"] || seen["after-point"]):
-		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with worker=, after-records= or after-point= (%s)", text, usage)
+	case s.Point != "" && (seen["worker"] || seen["after-records"] || seen["after-point"] || seen["at"]):
+		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with worker=, after-records=, at= or after-point= (%s)", text, usage)
 	case s.Point != "":
 		if s.Occurrence == 0 {
 			s.Occurrence = 1
@@ -152,8 +165,10 @@ func Parse(text string) (Spec, error) {
 		return Spec{}, fmt.Errorf("invalid --fail %q: occurrence= goes with point= (%s)", text, usage)
 	case seen["kill"]:
 		return Spec{}, fmt.Errorf("invalid --fail %q: kill=process goes with point=; a worker kill kills one worker, not the process (%s)", text, usage)
-	case !seen["worker"] || !seen["after-records"]:
-		return Spec{}, fmt.Errorf("invalid --fail %q: a worker kill needs both worker= and after-records= (%s)", text, usage)
+	case seen["at"] && seen["after-records"]:
+		return Spec{}, fmt.Errorf("invalid --fail %q: at= and after-records= are two triggers; give one (%s)", text, usage)
+	case !seen["worker"] || !(seen["after-records"] || seen["at"]):
+		return Spec{}, fmt.Errorf("invalid --fail %q: a worker kill needs both worker= and a trigger, after-records= or at= (%s)", text, usage)
 	}
 	return s, nil
 }
@@ -164,6 +179,9 @@ func Validate(specs []Spec, points []string, workers int) error {
 	for _, s := range specs {
 		name := s.Point
 		if s.IsWorkerKill() {
+			if s.At < 0 || (s.At == 0 && s.AfterRecords <= 0) || (s.At > 0 && s.AfterRecords > 0) {
+				return fmt.Errorf("invalid --fail %s: a worker kill needs exactly one of at > 0 and after-records > 0", s)
+			}
 			if s.Worker >= workers {
 				return fmt.Errorf("invalid --fail %s: worker %d does not exist (workers are 0..%d)", s, s.Worker, workers-1)
 			}
@@ -220,12 +238,30 @@ type Injector struct {
 	fired  []bool
 	counts map[string]int
 	read   int64
+	start  time.Time
+	now    func() time.Time
 	Fired  []Spec // in firing order, for the summary
 }
 
-// NewInjector arms specs.
+// NewInjector arms specs. Timed kills (at=) count from the moment
+// NewInjector runs unless Start sets the run's own start.
 func NewInjector(specs []Spec) *Injector {
-	return &Injector{specs: specs, fired: make([]bool, len(specs)), counts: map[string]int{}}
+	return &Injector{specs: specs, fired: make([]bool, len(specs)), counts: map[string]int{}, start: time.Now(), now: time.Now}
+}
+
+// Start sets the moment timed kills count from (the run's start) and the
+// clock they read; now == nil keeps the wall clock. Tests pass a fake
+// clock so that a timed kill fires without waiting.
+func (in *Injector) Start(start time.Time, now func() time.Time) {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.start = start
+	if now != nil {
+		in.now = now
+	}
 }
 
 // Coordinator is the worker number a coordinator (or the run driver)
@@ -275,8 +311,10 @@ func (in *Injector) reach(name string) (Spec, bool) {
 }
 
 // Read adds n records to the count of records read; it returns a *Crash for
-// the first armed worker kill whose threshold is reached (and whose
-// after-point, if any, has been reached).
+// the first armed worker kill whose threshold is reached, record count or
+// time since the start (and whose after-point, if any, has been reached).
+// A timed kill is checked here, not by a timer, so it lands at a read like
+// any other worker kill.
 func (in *Injector) Read(n int64) error {
 	if in == nil {
 		return nil
@@ -284,8 +322,16 @@ func (in *Injector) Read(n int64) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.read += n
+	var elapsed time.Duration
 	for i, s := range in.specs {
-		if !in.fired[i] && s.IsWorkerKill() && in.read >= s.AfterRecords && (s.AfterPoint == "" || in.counts[s.AfterPoint] > 0) {
+		if s.At > 0 && elapsed == 0 {
+			elapsed = in.now().Sub(in.start)
+		}
+		due := in.read >= s.AfterRecords
+		if s.At > 0 {
+			due = elapsed >= s.At
+		}
+		if !in.fired[i] && s.IsWorkerKill() && due && (s.AfterPoint == "" || in.counts[s.AfterPoint] > 0) {
 			in.fired[i] = true
 			in.Fired = append(in.Fired, s)
 			return &Crash{Spec: s, Worker: s.Worker}

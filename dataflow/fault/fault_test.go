@@ -3,6 +3,7 @@ package fault
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParse(t *testing.T) {
@@ -11,6 +12,8 @@ func TestParse(t *testing.T) {
 		"point=batch.mid-run":                                            {Worker: -1, Point: "batch.mid-run", Occurrence: 1},
 		"point=batch.mid-run,occurrence=3":                               {Worker: -1, Point: "batch.mid-run", Occurrence: 3},
 		"worker=0,after-records=9,after-point=checkpoint.after-metadata": {Worker: 0, AfterRecords: 9, AfterPoint: "checkpoint.after-metadata"},
+		"worker=0,at=4.5s":                                               {Worker: 0, At: 4500 * time.Millisecond},
+		"worker=2,at=300ms,after-point=p":                                {Worker: 2, At: 300 * time.Millisecond, AfterPoint: "p"},
 	}
 	for in, want := range good {
 		got, err := Parse(in)
@@ -32,6 +35,11 @@ func TestParse(t *testing.T) {
 		"point=a,point=b":                       "twice",
 		"point=":                                "point= has no value",
 		"worker=1,after-records=":               "after-records= has no value",
+		"worker=1,at=0s":                        "at must be a duration > 0",
+		"worker=1,at=-2s":                       "at must be a duration > 0",
+		"worker=1,at=soon":                      "at must be a duration > 0",
+		"worker=1,at=1s,after-records=5":        "two triggers",
+		"point=a,at=1s":                         "cannot be combined",
 	}
 	for in, phrase := range bad {
 		_, err := Parse(in)
@@ -112,6 +120,14 @@ func TestValidate(t *testing.T) {
 	if err := Validate([]Spec{{Worker: 1, AfterRecords: 1, AfterPoint: "y"}}, []string{"y"}, 2); err != nil {
 		t.Fatalf("known after-point: %v", err)
 	}
+	if err := Validate([]Spec{{Worker: 0, At: time.Second}}, nil, 1); err != nil {
+		t.Fatalf("timed kill: %v", err)
+	}
+	for _, s := range []Spec{{Worker: 0, At: -time.Second}, {Worker: 0, At: time.Second, AfterRecords: 3}, {Worker: 0}} {
+		if err := Validate([]Spec{s}, nil, 1); err == nil || !strings.Contains(err.Error(), "exactly one of") {
+			t.Errorf("Validate(%+v) = %v, want a trigger error", s, err)
+		}
+	}
 }
 
 // TestKillProcess: kill=process parses and prints back, goes with named
@@ -171,5 +187,46 @@ func TestKillProcess(t *testing.T) {
 	err = in.Point("p", 0)
 	if _, crash := AsCrash(err); crash || err == nil || !strings.Contains(err.Error(), "cannot kill its own process") {
 		t.Fatalf("without a hook: %v; want an error that is no role crash", err)
+	}
+}
+
+// A timed kill fires at the first read once At has passed since the start
+// the Injector was given, on its clock, and only once.
+func TestTimedKillFiresAtTheFirstReadAfterAt(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	in := NewInjector([]Spec{{Worker: 1, At: 4500 * time.Millisecond}})
+	in.Start(start, func() time.Time { return now })
+	now = start.Add(4499 * time.Millisecond)
+	if err := in.Read(1_000_000); err != nil {
+		t.Fatalf("fired before at: %v", err)
+	}
+	now = start.Add(4500 * time.Millisecond)
+	c, ok := AsCrash(in.Read(1))
+	if !ok || c.Worker != 1 || c.Spec.At != 4500*time.Millisecond {
+		t.Fatalf("at the moment: got %v, want a crash of worker 1", c)
+	}
+	now = now.Add(time.Hour)
+	if err := in.Read(1); err != nil {
+		t.Fatalf("fired twice: %v", err)
+	}
+	if got := in.Fired; len(got) != 1 || got[0].String() != "worker=1,at=4.5s" {
+		t.Fatalf("Fired = %v", got)
+	}
+}
+
+// A timed kill with after-point waits for the point as well as the time.
+func TestTimedKillWaitsForItsAfterPoint(t *testing.T) {
+	start := time.Unix(0, 0)
+	in := NewInjector([]Spec{{Worker: 0, At: time.Second, AfterPoint: "p"}})
+	in.Start(start, func() time.Time { return start.Add(time.Minute) })
+	if err := in.Read(1); err != nil {
+		t.Fatalf("fired before its after-point: %v", err)
+	}
+	if err := in.Point("p", 0); err != nil {
+		t.Fatalf("the point itself crashed: %v", err)
+	}
+	if _, ok := AsCrash(in.Read(1)); !ok {
+		t.Fatal("did not fire after time and point")
 	}
 }

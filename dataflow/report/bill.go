@@ -45,6 +45,9 @@ func (c *Crash) unrecovered() bool { return !c.Loss && c.Restore == nil && c.Cat
 // accumulator every executor feeds. It has no lock: the executor's
 // measuring harness holds its own while it opens and completes bills.
 type Bill struct {
+	// Start is the run's start, from which Recovery.AtMs counts; zero
+	// leaves AtMs null.
+	Start   time.Time
 	crashes []*Crash
 }
 
@@ -90,7 +93,16 @@ func (b *Bill) Recoveries() []Recovery {
 	var out []Recovery
 	for _, c := range b.crashes {
 		r := Recovery{Cause: c.Cause, DetectMs: MillisPtr(c.Detect), RestoreMs: MillisPtr(c.Restore),
-			CatchUpMs: MillisPtr(c.CatchUp)}
+			CatchUpMs: MillisPtr(c.CatchUp), AcquireMs: MillisPtr(c.Acquire),
+			Modelled: append([]string{}, c.Modelled...)}
+		if !b.Start.IsZero() {
+			at := max(c.At.Sub(b.Start), 0)
+			r.AtMs = MillisPtr(&at)
+		}
+		if c.RestoreBytes != nil {
+			n := *c.RestoreBytes
+			r.RestoreBytes = &n
+		}
 		if c.Reprocessed != nil {
 			n := *c.Reprocessed
 			r.ReprocessedRecords = &n

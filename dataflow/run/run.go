@@ -18,6 +18,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/spacetime"
@@ -89,6 +90,26 @@ type Env struct {
 	// executor's calls and the sink's journal wait out the same outage.
 	patientOnce sync.Once
 	patient     *storage.Patient
+
+	beginOnce sync.Once
+	start     time.Time
+}
+
+// Begin marks the start of the run, the moment timed worker kills (--fail
+// worker=W,at=D) and the bill's at_ms count from, and returns it. The
+// executor calls it as it starts; every later call returns the same time.
+func (e *Env) Begin() time.Time {
+	e.beginOnce.Do(func() {
+		e.start = time.Now()
+		e.Faults.Start(e.start, nil)
+	})
+	return e.start
+}
+
+// Replacement is the run's modelled detect and acquire (DetectDelay,
+// AcquireDelay), which every executor waits out before it restores.
+func (e *Env) Replacement() report.Replacement {
+	return report.Replacement{Detect: e.Config.DetectDelay, Acquire: e.Config.AcquireDelay}
 }
 
 // PatientStore is the run's storage, waiting out an outage up to
