@@ -235,6 +235,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		pieceRecovery = RecoveryLineage
 	}
 	met := newMetrics(env.Config.Progress, pieceRecovery)
+	met.series = env.Series
 	if env.Config.Resumed {
 		met.processDied()
 	}

@@ -178,6 +178,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 	sh := &shared{env: env, opts: opts, plan: pl, mode: mode, runID: runID,
 		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress), patient: env.PatientStore()}
 	sh.storeOnce = sh.patient.Once()
+	sh.obs.series = env.Series
 	if cfg.Resumed {
 		sh.obs.processDied()
 	}

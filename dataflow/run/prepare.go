@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -184,7 +185,11 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// still reach the --progress destination, if there is one.
 	hist := report.NewHistory(env.Config.Progress)
 	env.Config.Progress = hist
+	env.Series = report.NewSeriesRecorder(time.Now(), cfg.Series)
+	undo := recordSources(env, env.Series)
 	s, err := exec.Run(ctx, env)
+	undo()
+	ranUntil := time.Now()
 	// Decided here, not after Finish: a signal while the output is
 	// exported does not make a complete run an interrupted one.
 	interrupted := ctx.Err() != nil
@@ -224,6 +229,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
 	}
 	hist.Fold(s)
+	billSeries(cfg, env.Series, s, ranUntil)
 	if err := Finish(env, s); err != nil {
 		return nil, err
 	}
