@@ -9,8 +9,11 @@ import (
 // clock is a test's hand-moved time.
 type clock struct{ t time.Time }
 
-func (c *clock) now() time.Time        { return c.t }
-func (c *clock) at(ms int64) time.Time { c.t = t0.Add(time.Duration(ms) * time.Millisecond); return c.t }
+func (c *clock) now() time.Time { return c.t }
+func (c *clock) at(ms int64) time.Time {
+	c.t = t0.Add(time.Duration(ms) * time.Millisecond)
+	return c.t
+}
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
