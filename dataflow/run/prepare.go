@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -184,8 +185,8 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// Every run keeps its progress history for the summary; the events
 	// still reach the --progress destination, if there is one.
 	hist := report.NewHistory(env.Config.Progress)
-	env.Config.Progress = hist
 	env.Series = report.NewSeriesRecorder(time.Now(), cfg.Series)
+	env.Config.Progress = io.MultiWriter(watchFaults(env.Series), hist)
 	undo := recordSources(env, env.Series)
 	s, err := exec.Run(ctx, env)
 	undo()
