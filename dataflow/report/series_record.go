@@ -369,7 +369,7 @@ func (r *SeriesRecorder) Series(end time.Time) *Series {
 	defer r.mu.Unlock()
 	last := r.bucket(end)
 	r.grow(last)
-	for ; r.rolled <= last; r.rolled++ {
+	for ; r.rolled < len(r.acc); r.rolled++ {
 		r.closeBucket(r.rolled)
 	}
 	r.reduce(len(r.acc))
