@@ -142,6 +142,7 @@ func (x *execution) runCoordinators(ctx context.Context) error {
 				x.met.mu.Lock()
 				rec.commitJob = c.commitJ
 				x.met.commitFails++
+				x.met.series.Point("finite job", int64(c.commitJ), report.PointFailed)
 				x.met.mu.Unlock()
 			}
 			c.shutdown()

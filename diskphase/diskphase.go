@@ -155,9 +155,11 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		}
 	}
 	counted := storage.NewCounting(env.PatientStore().Store())
+	met := newMetrics(cfg.Progress, env.Begin())
+	met.series = env.Series
 	x := &execution{
 		env: env, store: counted, counted: counted, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
-		names: newNames(env.Job.Name, runID), met: newMetrics(cfg.Progress, env.Begin()), handover: newHandoverLog(),
+		names: newNames(env.Job.Name, runID), met: met, handover: newHandoverLog(),
 		trace: e.trace,
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),
 			stateful: topo.stateful, mode: plan.Mode, perSplit: plan.PerSplit, maxDisorder: plan.MaxDisorder},

@@ -62,6 +62,7 @@ func (h *handoverLog) visible(x *execution, a actCommit, now time.Time) {
 				x.met.mu.Lock()
 				x.met.latency.Record(now.Sub(st.t), n)
 				x.met.mu.Unlock()
+				x.met.series.Visible(now, 1, func(int) (time.Duration, int64) { return now.Sub(st.t), n })
 				st.from = min(st.to, end)
 			}
 			if st.to > st.from {

@@ -29,6 +29,8 @@ type metrics struct {
 	committed   int
 	commitFails int
 	latency     *report.LatencyRecorder
+	// series is the run over time (run.Env.Series; nil-safe).
+	series *report.SeriesRecorder
 
 	jobs      map[int]*jobMetrics
 	attempts  map[UnitID]int
@@ -258,6 +260,7 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.committed++
+	m.series.Point("finite job", int64(c.Job), report.PointCompleted)
 	m.distinct += c.Records
 	m.lateRows += c.LateRows
 	jm := m.job(c.Job)

@@ -22,6 +22,8 @@ type metrics struct {
 	// batch that takes the record (waiting for a trigger, or for the
 	// previous batch to end), and plan to visibility (the batch's own work).
 	latWait, latWork *report.LatencyRecorder
+	// series is the run over time (run.Env.Series; nil-safe).
+	series *report.SeriesRecorder
 
 	recordsIn atomic.Int64
 
@@ -90,6 +92,7 @@ func (m *metrics) latency(planned, visible time.Time, hs []handoverRows) {
 		m.latWait.Record(planned.Sub(h.at), h.rows)
 		m.latWork.Record(visible.Sub(planned), h.rows)
 	}
+	m.series.Visible(visible, len(hs), func(i int) (time.Duration, int64) { return visible.Sub(hs[i].at), hs[i].rows })
 }
 
 func (m *metrics) addLost(n int64) {
@@ -159,10 +162,13 @@ func (m *metrics) setHighWater(r *recovery, hw []int64) {
 func (m *metrics) batchLost(logged bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The series does not learn the batch's id here (-1).
 	if logged {
 		m.failed++
+		m.series.Point("batch", -1, report.PointFailed)
 	} else {
 		m.aborted++
+		m.series.Point("batch", -1, report.PointAborted)
 	}
 }
 
@@ -259,6 +265,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.committed++
+	m.series.Point("batch", b.batch, report.PointCompleted)
 	m.committedRows += b.inputRows
 	m.lateRows += b.lateRows
 	m.steps.n++

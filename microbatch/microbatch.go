@@ -236,6 +236,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		pieceRecovery = RecoveryLineage
 	}
 	met := newMetrics(env.Config.Progress, pieceRecovery, env.Begin())
+	met.series = env.Series
 	if env.Config.Resumed {
 		met.processDied()
 	}

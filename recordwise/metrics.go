@@ -104,6 +104,8 @@ const progressEvery = time.Second
 type observer struct {
 	start    time.Time
 	progress *report.Progress
+	// series is the run over time (run.Env.Series; nil-safe).
+	series *report.SeriesRecorder
 
 	recordsIn atomic.Int64
 	rowsOut   atomic.Int64
@@ -205,6 +207,12 @@ func (o *observer) recordLatency(rows []latEntry, visible time.Time) {
 		o.lat.Record(visible.Sub(r.born), r.rows)
 	}
 	o.mu.Unlock()
+	o.series.Visible(visible, len(rows), func(i int) (time.Duration, int64) {
+		if rows[i].born.IsZero() {
+			return -1, rows[i].rows // visible, its latency unknown
+		}
+		return visible.Sub(rows[i].born), rows[i].rows
+	})
 }
 
 // read records n records of input/partition consumed up to offset.
@@ -294,6 +302,7 @@ func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, 
 		o.aborted++
 	}
 	o.report.History = append(o.report.History, cs)
+	o.series.Point("checkpoint", int64(cs.ID), cs.Status)
 	o.writeCheckpointEvent(cs)
 	if cs.Status == "completed" {
 		o.progressLine(time.Now())

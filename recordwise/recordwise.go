@@ -178,6 +178,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 	sh.storeOnce = sh.patient.Once()
 	start := env.Begin()
 	sh.obs.begin(start)
+	sh.obs.series = env.Series
 	if cfg.Resumed {
 		sh.obs.processDied()
 	}

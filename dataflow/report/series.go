@@ -27,6 +27,9 @@ type Bucket struct {
 	Offered int64 `json:"offered"`
 	// Processed counts records read within the bucket, replays included.
 	Processed int64 `json:"processed"`
+	// Reread counts the records among them read before (below the
+	// partition's high-water mark): replays after a restore.
+	Reread int64 `json:"reread"`
 	// Lag is, at the bucket's end, the records offered so far minus the
 	// read position (summed over partitions; a restore moves the position
 	// back, so the lag jumps up at a crash and drains during catch-up).

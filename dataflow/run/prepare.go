@@ -3,9 +3,11 @@ package run
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -183,8 +185,12 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// Every run keeps its progress history for the summary; the events
 	// still reach the --progress destination, if there is one.
 	hist := report.NewHistory(env.Config.Progress)
-	env.Config.Progress = hist
+	env.Series = report.NewSeriesRecorder(time.Now(), cfg.Series)
+	env.Config.Progress = io.MultiWriter(watchFaults(env.Series), hist)
+	undo := recordSources(env, env.Series)
 	s, err := exec.Run(ctx, env)
+	undo()
+	ranUntil := time.Now()
 	// Decided here, not after Finish: a signal while the output is
 	// exported does not make a complete run an interrupted one.
 	interrupted := ctx.Err() != nil
@@ -224,6 +230,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 		s.Notes = append(s.Notes, fmt.Sprintf("resumed run %s: the counts are this process's; records the earlier process read after its newest recovery point were read again", cfg.RunID))
 	}
 	hist.Fold(s)
+	billSeries(cfg, env.Series, s, ranUntil)
 	if err := Finish(env, s); err != nil {
 		return nil, err
 	}

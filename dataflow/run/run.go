@@ -85,6 +85,11 @@ type Env struct {
 	// Trace, when set (rewind trace), records the steps a time-space
 	// diagram draws; nil in ordinary runs.
 	Trace *spacetime.Recorder
+	// Series records the run over time: run.Execute sets it and wraps the
+	// sources to feed it; executors report to it what becomes visible
+	// (with its latency) and their recovery points. Nil-safe: nil when
+	// an executor runs outside Execute.
+	Series *report.SeriesRecorder
 
 	// patient is PatientStore's one outage clock, made on first use: the
 	// executor's calls and the sink's journal wait out the same outage.

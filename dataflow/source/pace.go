@@ -104,3 +104,47 @@ func (p *pacer) take(ctx context.Context, s int64, limit int64) (int64, error) {
 		}
 	}
 }
+
+// Paced is implemented by sources whose records become available on a
+// schedule (gen: with rate=): Due says how many records, summed over the
+// partitions, are available by wall time at, counted as positions (a
+// partition's feed starts at the position it was first opened at, see
+// pacer). Before the first Open it is the sum of those starts.
+type Paced interface {
+	Due(at time.Time) int64
+}
+
+// Due implements Paced for a paced generator; an unpaced one offers every
+// record at once, which Due cannot express, so it is not Paced (see
+// AsPaced).
+func (g *genSource) Due(at time.Time) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var e time.Duration
+	if len(g.bases) > 0 {
+		e = at.Sub(g.start())
+	}
+	p := &pacer{rate: uint64(g.cfg.rate), parts: uint64(g.cfg.parts)}
+	n := p.dueCount(e)
+	var sum int64
+	for i := range g.names {
+		d := g.bases[i] + n // a partition never opened starts at 0
+		if d < n {          // overflow
+			d = math.MaxInt64
+		}
+		if g.cfg.records > 0 {
+			d = min(d, g.cfg.count(int64(i)))
+		}
+		sum += d
+	}
+	return sum
+}
+
+// AsPaced returns src's schedule when records become available on one.
+func AsPaced(src Source) (Paced, bool) {
+	if g, ok := src.(*genSource); ok {
+		return g, g.cfg.rate > 0
+	}
+	p, ok := src.(Paced)
+	return p, ok
+}

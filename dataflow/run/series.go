@@ -1,0 +1,105 @@
+package run
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/source"
+)
+
+// recordedSource is a source whose readers tell the run's SeriesRecorder
+// what they read, so every executor's re-reads and lag are measured the
+// same way without an executor knowing.
+type recordedSource struct {
+	source.Source
+	rec   *report.SeriesRecorder
+	first int // the recorder's index of partition 0
+}
+
+// recordSources wraps env's sources to feed rec, and returns the undo.
+func recordSources(env *Env, rec *report.SeriesRecorder) (undo func()) {
+	orig := env.Sources
+	wrapped := make(map[string]source.Source, len(orig))
+	for name, src := range orig {
+		var due func(time.Time) int64
+		if p, ok := source.AsPaced(src); ok {
+			due = p.Due
+		}
+		wrapped[name] = &recordedSource{Source: src, rec: rec, first: rec.Input(len(src.Partitions()), due)}
+	}
+	env.Sources = wrapped
+	return func() { env.Sources = orig }
+}
+
+// watchFaults is a progress destination that tells rec of every crash and
+// lost file as its event arrives.
+func watchFaults(rec *report.SeriesRecorder) io.Writer {
+	return report.NewEventWriter(func(event string, _ []byte) {
+		if event == "crash" || event == "file_lost" {
+			rec.Fault()
+		}
+	})
+}
+
+// Records forwards source.Sized (0: not known).
+func (s *recordedSource) Records() int64 {
+	if sz, ok := s.Source.(source.Sized); ok {
+		return sz.Records()
+	}
+	return 0
+}
+
+func (s *recordedSource) Open(ctx context.Context, i int, pos source.Position, alloc memory.Allocator) (source.Reader, error) {
+	r, err := s.Source.Open(ctx, i, pos, alloc)
+	if err != nil {
+		return nil, err
+	}
+	return &recordedReader{Reader: r, rec: s.rec.Open(s.first+i, pos.Offset)}, nil
+}
+
+type recordedReader struct {
+	source.Reader
+	rec *report.SeriesReader
+}
+
+func (r *recordedReader) Next(ctx context.Context, max int) (arrow.RecordBatch, source.Position, error) {
+	b, pos, err := r.Reader.Next(ctx, max)
+	if err == nil && b != nil {
+		r.rec.Read(b.NumRows(), pos.Offset)
+	}
+	return b, pos, err
+}
+
+func (r *recordedReader) Close() error {
+	r.rec.Close()
+	return r.Reader.Close()
+}
+
+// billSeries measures the series-derived part of s's recoveries from what
+// rec recorded up to end, and keeps the series in s when cfg asks for it.
+func billSeries(cfg Config, rec *report.SeriesRecorder, s *report.Summary, end time.Time) {
+	// An executor whose bill does not say when each crash happened is
+	// timed by its crash events' arrival, in the same order, when they
+	// match one for one.
+	var untimed []int
+	for i, r := range s.Recoveries {
+		if r.AtMs == nil && r.Cause != report.CauseProcessDied {
+			untimed = append(untimed, i)
+		}
+	}
+	if faults := rec.FaultsMs(); len(untimed) > 0 && len(untimed) == len(faults) {
+		for k, i := range untimed {
+			s.Recoveries[i].AtMs = &faults[k]
+		}
+	}
+	series := rec.Series(end)
+	report.BillSeries(series, s.Recoveries)
+	if cfg.Series {
+		s.Series = series
+	}
+}
