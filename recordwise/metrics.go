@@ -303,6 +303,18 @@ func (o *observer) writeCheckpointEvent(cs CheckpointStats) {
 	o.progress.Emit("checkpoint", cs)
 }
 
+// cutShort writes a failed "checkpoint" event, with its reason, for each
+// checkpoint a crash left in progress, so the progress stream shows the
+// failures crash counts; the failed count itself is crash's.
+func (o *observer) cutShort(attempt int, ids []checkpoint.ID, cause string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, id := range ids {
+		o.writeCheckpointEvent(CheckpointStats{ID: uint64(id), Attempt: attempt, Status: "failed",
+			Reason: "cut short by a crash: " + cause})
+	}
+}
+
 // crash records a crash and the checkpoints it cut short.
 func (o *observer) crash(cause string, at, detected time.Time, inProgress int) *recovery {
 	o.mu.Lock()

@@ -225,9 +225,10 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		case oc.kind == outCrash:
 			detected := sh.detect(ctx, oc.at)
 			inc.stop()
-			inProgress := inc.coord.pendingCount()
+			inProgress := inc.coord.pending()
 			inc.teardown()
-			pending = sh.obs.crash(oc.cause, oc.at, detected, inProgress)
+			sh.obs.cutShort(attempt, inProgress, oc.cause)
+			pending = sh.obs.crash(oc.cause, oc.at, detected, len(inProgress))
 			if env.Log != nil {
 				env.Log.Info("recordwise: restarting after a crash", "cause", oc.cause, "attempt", attempt+1)
 			}
