@@ -310,8 +310,10 @@ func (o *observer) cutShort(attempt int, ids []checkpoint.ID, cause string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, id := range ids {
-		o.writeCheckpointEvent(CheckpointStats{ID: uint64(id), Attempt: attempt, Status: "failed",
-			Reason: "cut short by a crash: " + cause})
+		// Not a CheckpointStats: its figures were never measured, and a 0
+		// duration or size would read as one.
+		o.progress.Emit("checkpoint", map[string]any{"id": uint64(id), "attempt": attempt, "status": "failed",
+			"reason": "cut short by a crash: " + cause})
 	}
 }
 

@@ -101,4 +101,7 @@ func TestCheckpointsCutShortAreFailedEvents(t *testing.T) {
 			t.Errorf("checkpoint %d: status %q, attempt %d, reason %q; want failed at attempt 2, cut short by the crash", cs.ID, cs.Status, cs.Attempt, cs.Reason)
 		}
 	}
+	if strings.Contains(progress.String(), "duration_ms") || strings.Contains(progress.String(), "state_bytes") {
+		t.Errorf("a checkpoint cut short has no measured duration or size, yet its event gives one:\n%s", progress.String())
+	}
 }
