@@ -287,7 +287,7 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 	}
 	line := map[string]any{
 		"job": c.Job, "records": c.Records, "rows_out": c.RowsOut, "late_rows": c.LateRows,
-		"map_ms": jm.mapMs, "reduce_ms": jm.reduceMs, "commit_ms": jm.commitMs,
+		"map_ms": jm.mapMs, "reduce_ms": jm.reduceMs, "commit_ms": jm.commitMs, "duration_ms": ms(jm.planAt, now),
 		"bytes_materialised": jm.bytes, "files_materialised": jm.files,
 		"units_run": jm.unitsRun, "units_rerun": jm.unitsRerun,
 		"records_read": jm.recordsRead, "records_reread": jm.recordsReread, "rows_reread": jm.rowsReread,

@@ -383,6 +383,6 @@ func (c *coordLoop) take(id checkpoint.ID) []TaskCheckpointStats {
 	return m
 }
 
-// pendingCount is how many checkpoints were in progress (for the failed
-// count when the incarnation dies).
-func (c *coordLoop) pendingCount() int { return len(c.co.Pending()) }
+// pending are the checkpoints in progress (failed when the incarnation
+// dies).
+func (c *coordLoop) pending() []checkpoint.ID { return c.co.Pending() }

@@ -323,6 +323,20 @@ func (o *observer) begin(start time.Time) {
 	o.start, o.bill.Start = start, start
 }
 
+// cutShort writes a failed "checkpoint" event, with its reason, for each
+// checkpoint a crash left in progress, so the progress stream shows the
+// failures crash counts; the failed count itself is crash's.
+func (o *observer) cutShort(attempt int, ids []checkpoint.ID, cause string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, id := range ids {
+		// Not a CheckpointStats: its figures were never measured, and a 0
+		// duration or size would read as one.
+		o.progress.Emit("checkpoint", map[string]any{"id": uint64(id), "attempt": attempt, "status": "failed",
+			"reason": "cut short by a crash: " + cause})
+	}
+}
+
 // crash records a crash and the checkpoints it cut short. waited holds
 // the crash's time and its detect and acquire (report.Replacement), the
 // replacement was ready at ready.

@@ -80,3 +80,30 @@ func TestProgressLineWhileRecordsFlowAndAtCheckpoints(t *testing.T) {
 		t.Fatalf("after checkpoint 3 completed: progress lines %v, want a second naming it", got)
 	}
 }
+
+// Checkpoints a crash leaves in progress are failed events with the crash
+// as their reason, so the history table shows what the failed count says.
+func TestCheckpointsCutShortAreFailedEvents(t *testing.T) {
+	var progress bytes.Buffer
+	o := newObserver(&progress)
+	o.cutShort(2, []checkpoint.ID{7, 8}, "worker 1 killed")
+	var got []CheckpointStats
+	for _, line := range strings.Split(strings.TrimSpace(progress.String()), "\n") {
+		var cs CheckpointStats
+		if err := json.Unmarshal([]byte(line), &cs); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		got = append(got, cs)
+	}
+	if len(got) != 2 || got[0].ID != 7 || got[1].ID != 8 {
+		t.Fatalf("events %+v, want checkpoints 7 and 8", got)
+	}
+	for _, cs := range got {
+		if cs.Status != "failed" || cs.Attempt != 2 || cs.Reason != "cut short by a crash: worker 1 killed" {
+			t.Errorf("checkpoint %d: status %q, attempt %d, reason %q; want failed at attempt 2, cut short by the crash", cs.ID, cs.Status, cs.Attempt, cs.Reason)
+		}
+	}
+	if strings.Contains(progress.String(), "duration_ms") || strings.Contains(progress.String(), "state_bytes") {
+		t.Errorf("a checkpoint cut short has no measured duration or size, yet its event gives one:\n%s", progress.String())
+	}
+}

@@ -229,10 +229,11 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			bill := &report.Crash{At: oc.at}
 			detected := env.Replacement().Detected(ctx, bill, time.Now())
 			inc.stop()
-			inProgress := inc.coord.pendingCount()
+			inProgress := inc.coord.pending()
 			inc.teardown()
 			ready := env.Replacement().Acquired(ctx, bill, detected)
-			pending = sh.obs.crash(oc.cause, bill, ready, inProgress)
+			sh.obs.cutShort(attempt, inProgress, oc.cause)
+			pending = sh.obs.crash(oc.cause, bill, ready, len(inProgress))
 			if env.Log != nil {
 				env.Log.Info("recordwise: restarting after a crash", "cause", oc.cause, "attempt", attempt+1)
 			}

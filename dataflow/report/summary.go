@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
 )
 
 // Summary is the machine-readable result of a run (`--summary json`). Fields
@@ -179,62 +177,5 @@ func (s *Summary) WriteJSON(w io.Writer) error {
 		return err
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
-}
-
-// WriteText writes a short human summary.
-func (s *Summary) WriteText(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "job %s on %s", s.Job, s.Executor)
-	if s.Barriers != nil {
-		fmt.Fprintf(&b, " (%s barriers)", *s.Barriers)
-	}
-	fmt.Fprintf(&b, ", sink %s/%s -> %s", s.SinkMode, s.OutputFormat, s.Output)
-	if s.RunID != nil {
-		fmt.Fprintf(&b, ", run %s", *s.RunID)
-	}
-	b.WriteString("\n")
-	fmt.Fprintf(&b, "  read %d records, wrote %d rows (%d visible, %d after resolving, %d duplicates)\n",
-		s.RecordsIn, s.RowsOut, s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows)
-	if r := s.ResumedFrom; r != nil {
-		switch {
-		case r.ID != nil:
-			fmt.Fprintf(&b, "  resumed run from %s %d, which covers %d records\n", r.Kind, *r.ID, r.RecordsBefore)
-		case r.RecordsBefore == 0:
-			fmt.Fprintf(&b, "  resumed run from the start: storage held no complete %s\n", r.Kind)
-		default: // disk-phase: finished units of a finite job not yet committed
-			fmt.Fprintf(&b, "  resumed run with no complete %s in storage; the finished work there covers %d records\n", r.Kind, r.RecordsBefore)
-		}
-	}
-	fmt.Fprintf(&b, "  wall %.0f ms, %.0f records/s\n", s.WallMs, s.ThroughputRPS)
-	if s.LatencyMs != nil {
-		fmt.Fprintf(&b, "  latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", s.LatencyMs.P50, s.LatencyMs.P99, s.LatencyMs.Max)
-	}
-	if s.Checkpoints != nil {
-		fmt.Fprintf(&b, "  recovery points: %d completed, %d failed, %d aborted\n", s.Checkpoints.Completed, s.Checkpoints.Failed, s.Checkpoints.Aborted)
-	}
-	fmt.Fprintf(&b, "  crashes %d, late rows %d, lost records %d\n", s.Crashes, s.LateRows, s.LostRecords)
-	if s.History != nil {
-		kinds := make([]string, 0, len(s.History.Counts))
-		for k := range s.History.Counts {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		for i, k := range kinds {
-			kinds[i] = fmt.Sprintf("%s %d", k, s.History.Counts[k])
-		}
-		fmt.Fprintf(&b, "  progress events: %s (the newest of each are in --summary json)\n", strings.Join(kinds, ", "))
-	}
-	if lp := s.LostPieces; lp != nil && lp.Recoveries > 0 {
-		fmt.Fprintf(&b, "  lost pieces (%s): %d lost, %d rebuilt, %d records fed again", lp.Recovery, lp.PiecesLost, lp.PiecesRebuilt, lp.RecordsReread)
-		if lp.RebuildMs != nil {
-			fmt.Fprintf(&b, " in %.1f ms", *lp.RebuildMs)
-		}
-		b.WriteString("\n")
-	}
-	for _, n := range s.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	_, err := io.WriteString(w, b.String())
 	return err
 }
