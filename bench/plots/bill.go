@@ -34,7 +34,7 @@ func Bill(dir, name string, bars []BillBar) (File, error) {
 		names[len(bars)-1-i] = b.Name
 		at := 0.0
 		for _, part := range b.Parts {
-			if part.Median <= 0 {
+			if !(part.Median > 0) || !finite(part.Median) {
 				continue
 			}
 			ci, ok := colors[part.Name]
@@ -54,7 +54,7 @@ func Bill(dir, name string, bars []BillBar) (File, error) {
 			at += part.Median
 		}
 		end := at
-		if b.Total != nil {
+		if b.Total != nil && finite(b.Total.Min, b.Total.Max) {
 			w, err := whisker(b.Total.Min, b.Total.Max, y)
 			if err != nil {
 				return File{}, err
@@ -79,10 +79,12 @@ func Bill(dir, name string, bars []BillBar) (File, error) {
 func billEnd(b BillBar) float64 {
 	sum := 0.0
 	for _, p := range b.Parts {
-		sum += math.Max(p.Median, 0)
+		if p.Median > 0 && finite(p.Median) {
+			sum += p.Median
+		}
 	}
-	if b.Total != nil {
-		sum = math.Max(sum, b.Total.Max)
+	if b.Total != nil && finite(b.Total.Min, b.Total.Max) {
+		sum = math.Max(sum, math.Max(b.Total.Min, b.Total.Max))
 	}
 	return sum
 }
@@ -98,6 +100,9 @@ func (s spreadBar) Thumbnail(c *draw.Canvas) {
 }
 
 func whisker(lo, hi, y float64) (spreadBar, error) {
+	if lo > hi {
+		lo, hi = hi, lo
+	}
 	mid := (lo + hi) / 2
 	w, err := plotter.NewXErrorBars(struct {
 		plotter.XYs

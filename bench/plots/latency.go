@@ -75,7 +75,7 @@ func Latency(dir, name string, panels []Panel) (File, error) {
 func hasLatency(panels []Panel) bool {
 	for _, p := range panels {
 		for _, b := range p.Buckets {
-			if b.Latency != nil {
+			if b.Latency != nil && (finite(b.Latency.P50) || finite(b.Latency.P99)) {
 				return true
 			}
 		}
@@ -93,6 +93,9 @@ func latencyRange(panels []Panel) (lo, hi float64) {
 				continue
 			}
 			for _, v := range []float64{b.Latency.P50, b.Latency.P99} {
+				if !finite(v) {
+					continue
+				}
 				if v > 0 {
 					lo = math.Min(lo, v)
 				}

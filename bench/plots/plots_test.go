@@ -7,6 +7,7 @@ import (
 	"flag"
 	"image/png"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -148,6 +149,15 @@ func TestDegenerate(t *testing.T) {
 			return TradeOff(dir, "t1", Axes{Title: "t", LogX: true}, []Point{{Name: "alone", X: 0, Y: 1}})
 		}, []string{"no data"}},
 		{"sweep-empty", func() (File, error) { return Sweep(dir, "s0", Axes{Title: "s"}, []Curve{{Name: "alone"}}, nil) }, []string{"no data"}},
+		{"bill-nan", func() (File, error) {
+			return Bill(dir, "b2", []BillBar{{Name: "alone", Parts: []Part{{Name: "restore", Median: math.NaN()}}, Total: &Spread{Min: math.Inf(1)}}})
+		}, []string{"no data"}},
+		{"latency-nan", func() (File, error) {
+			return Latency(dir, "l2", []Panel{{Name: "alone", Buckets: []report.Bucket{{Latency: &report.Latency{P50: math.NaN(), P99: math.Inf(1)}}}}})
+		}, []string{"no data"}},
+		{"bill-swapped-spread", func() (File, error) {
+			return Bill(dir, "b3", []BillBar{{Name: "alone", Parts: []Part{{Name: "restore", Median: 5}}, Total: &Spread{Min: 9, Max: 2}}})
+		}, []string{"alone", "min–max of the repeats"}},
 		{"tradeoff-one", func() (File, error) {
 			return TradeOff(dir, "t2", Axes{Title: "t"}, []Point{{Name: "alone", X: 3, Y: 5, XMin: 3, XMax: 3, YMin: 5, YMax: 5}})
 		}, []string{"alone"}},
