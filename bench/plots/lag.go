@@ -24,14 +24,9 @@ func Lag(dir, name string, panels []Panel) (File, error) {
 	}
 	hi *= 1.08
 	var lg legendSet
-	fig := &figure{title: title}
-	fig.w, fig.h = panelsSize(len(panels))
+	fig := panelsFigure(title, len(panels))
 	for i, pn := range panels {
-		x := ""
-		if i == len(panels)-1 {
-			x = "time since start (s)"
-		}
-		p := newPlot(pn.Name, x, "lag (records)")
+		p := newPlot(pn.Name, timeAxis(i, len(panels)), "lag (records)")
 		decorate(p, pn, endS, &lg)
 		sty := draw.LineStyle{Color: series[0], Width: vg.Points(1.4)}
 		for _, r := range runs(pn.Buckets, func(b report.Bucket) (float64, bool) { return float64(b.Lag), true }) {

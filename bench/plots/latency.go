@@ -26,14 +26,9 @@ func Latency(dir, name string, panels []Panel) (File, error) {
 	endS := runEndS(panels)
 	lo, hi := latencyRange(panels)
 	var lg legendSet
-	fig := &figure{title: title}
-	fig.w, fig.h = panelsSize(len(panels))
+	fig := panelsFigure(title, len(panels))
 	for i, pn := range panels {
-		x := ""
-		if i == len(panels)-1 {
-			x = "time since start (s)"
-		}
-		p := newPlot(pn.Name, x, "latency (ms, log)")
+		p := newPlot(pn.Name, timeAxis(i, len(panels)), "latency (ms, log)")
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
 		decorate(p, pn, endS, &lg)
 		// Catch-up and steady state differ by orders of magnitude; a log

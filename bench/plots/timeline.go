@@ -197,3 +197,18 @@ func panelsSize(n int) (w, h vg.Length) {
 	}
 	return 10 * vg.Inch, ph*vg.Length(n) + 0.6*vg.Inch
 }
+
+// panelsFigure starts a figure of n stacked panels sharing a time axis.
+func panelsFigure(title string, n int) *figure {
+	fig := &figure{title: title}
+	fig.w, fig.h = panelsSize(n)
+	return fig
+}
+
+// timeAxis is panel i's x-axis title: only the bottom one of n says it.
+func timeAxis(i, n int) string {
+	if i == n-1 {
+		return "time since start (s)"
+	}
+	return ""
+}
