@@ -158,3 +158,15 @@ func (r *Results) Failed() bool {
 	}
 	return false
 }
+
+// SweepPoint is one value of a swept setting (--sweep NAME=V1,V2,…). The
+// harness runs every contestant × repeat at every point.
+type SweepPoint struct {
+	// Label is the value as written ("1s", "80%").
+	Label string
+	// Cadence replaces the scenario's cadence for this point (0: keep it).
+	Cadence time.Duration
+	// Load is the fraction of each contestant's own measured capacity
+	// (Results.Calibration) to offer; 0 keeps the scenario's rate.
+	Load float64
+}
