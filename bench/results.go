@@ -169,4 +169,6 @@ type SweepPoint struct {
 	// Load is the fraction of each contestant's own measured capacity
 	// (Results.Calibration) to offer; 0 keeps the scenario's rate.
 	Load float64
+	// Parallelism replaces the scenario's subtasks per stage (0: keep it).
+	Parallelism int
 }
