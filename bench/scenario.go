@@ -19,7 +19,7 @@ const (
 	DefaultDuration     = 10 * time.Second
 	DefaultWarmup       = time.Second
 	DefaultCadence      = time.Second
-	DefaultRate         = 200_000
+	DefaultRate         = 150_000
 	DefaultDetectDelay  = 500 * time.Millisecond
 	DefaultAcquireDelay = 250 * time.Millisecond
 	// DefaultFaultCadences is how many cadences after the warmup the
