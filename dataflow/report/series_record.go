@@ -53,7 +53,6 @@ type SeriesRecorder struct {
 	// not offered in this run.
 	sumBaseUnpaced int64
 	events         []SeriesEvent
-	faults         []float64
 	hists          map[int]*hdrhistogram.Histogram
 	pool           []*hdrhistogram.Histogram
 	newestLat      int
@@ -352,27 +351,6 @@ func (r *SeriesRecorder) PointTook(kind string, id int64, status string, d time.
 	defer r.mu.Unlock()
 	ms := Millis(d)
 	r.events = append(r.events, SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status, DurationMs: &ms})
-}
-
-// Fault notes a crash or lost file reported now (its progress event
-// arriving), for recoveries whose bill has no at_ms (FaultsMs).
-func (r *SeriesRecorder) Fault() {
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.faults = append(r.faults, Millis(r.now().Sub(r.start)))
-}
-
-// FaultsMs are the moments Fault was called, ms since the start.
-func (r *SeriesRecorder) FaultsMs() []float64 {
-	if r == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]float64(nil), r.faults...)
 }
 
 // Series is what was recorded up to end: buckets up to the one holding

@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -188,7 +187,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// The series counts from the run's start, the moment timed kills and
 	// the bill's at_ms count from, so its buckets and the fault agree.
 	env.Series = report.NewSeriesRecorder(env.Begin(), cfg.Series)
-	env.Config.Progress = io.MultiWriter(watchFaults(env.Series), hist)
+	env.Config.Progress = hist
 	undo := recordSources(env, env.Series)
 	s, err := exec.Run(ctx, env)
 	undo()
