@@ -11,11 +11,16 @@ import (
 type window struct{ fromMs, toMs float64 }
 
 // windowOf is the steady-state window of a run with series s: warmupMs on,
-// up to faultMs (nil: no fault), or to the series' end.
-func windowOf(s *report.Series, warmupMs float64, faultMs *float64) window {
+// up to faultMs (nil: no fault), or to the end of the live input
+// (inputMs; 0: not known) or of the series, whichever comes first: what a
+// contestant does after the input has ended is not its steady state.
+func windowOf(s *report.Series, warmupMs, inputMs float64, faultMs *float64) window {
 	w := window{fromMs: warmupMs}
 	if n := len(s.Buckets); n > 0 {
 		w.toMs = s.Buckets[n-1].TMs + s.BucketMs
+	}
+	if inputMs > 0 {
+		w.toMs = min(w.toMs, inputMs)
 	}
 	if faultMs != nil {
 		w.toMs = min(w.toMs, *faultMs)

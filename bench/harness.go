@@ -282,7 +282,7 @@ func (b *bencher) figures(rr *RunResult, s *report.Summary, rate float64, c Cont
 		faultMs = nil
 	}
 	if s.Series != nil {
-		w := windowOf(s.Series, msOf(b.Warmup), faultMs)
+		w := windowOf(s.Series, msOf(b.Warmup), msOf(b.Duration), faultMs)
 		rr.Figures, rr.PointsBeforeFault = steady(s.Series, w)
 		rr.SteadyState = rr.PointsBeforeFault >= 2
 		if capacity := b.Capacity[c.Name()]; capacity > 0 && rr.SweepPoint != "" {

@@ -168,7 +168,7 @@ func TestWindowFiguresOfASyntheticRun(t *testing.T) {
 	// cuts is left out), 6,000 records in 0.6 s. Bucket 15's 100 rows are
 	// 2 % of 5,100, so the p99 and the max are 50 ms, the p50 10 ms. One
 	// point (1150) completed.
-	f, points := steady(s, windowOf(s, 1000, ptr(1650.0)))
+	f, points := steady(s, windowOf(s, 1000, 0, ptr(1650.0)))
 	if !near(f.ThroughputRPS, 10_000) {
 		t.Fatalf("window [1000,1650): throughput %v, want 10000 rec/s", deref(f.ThroughputRPS))
 	}
@@ -183,10 +183,14 @@ func TestWindowFiguresOfASyntheticRun(t *testing.T) {
 	// 1150), median 2.5 ms. The 100 slow rows are 100 of 17,100, under
 	// 1 %, so the merged p99 is 10 ms, where an average of the buckets'
 	// p99s would say 12.2 ms.
-	f, points = steady(s, windowOf(s, 200, nil))
+	f, points = steady(s, windowOf(s, 200, 0, nil))
 	if points != 2 || !near(f.CheckpointMs, 2.5) || !near(f.LatencyP99Ms, 10) || !near(f.LatencyMaxMs, 50) {
 		t.Fatalf("window [200,2000): %d points, median %v ms, p99 %v, max %v; want 2 points of median 2.5 ms, p99 10, max 50 ms",
 			points, deref(f.CheckpointMs), deref(f.LatencyP99Ms), deref(f.LatencyMaxMs))
+	}
+	// The input ended at 1.2 s: the window stops there.
+	if w := windowOf(s, 200, 1200, nil); w.toMs != 1200 {
+		t.Fatalf("window with the input ending at 1200 ms: %+v", w)
 	}
 
 	// The run's figures: the steady-state check counts the points between
@@ -219,4 +223,24 @@ func deref(v *float64) any {
 		return nil
 	}
 	return *v
+}
+
+// The live input is paced at the rate for the duration, one partition per
+// worker; the reference reads the same records unpaced.
+func TestGenInputsArePacedAndTheReferenceReadsThemUnpaced(t *testing.T) {
+	in := GenInputs("keyed-count", 7, 150_000, 10*time.Second, 2)
+	want := "gen:records=1500000,keys=1000,partitions=2,rate=150000,seed=7"
+	if len(in) != 1 || in["in"] != want {
+		t.Fatalf("inputs %v, want in=%s", in, want)
+	}
+	if got := unpaced(want); got != "gen:records=1500000,keys=1000,partitions=2,seed=7" {
+		t.Fatalf("unpaced: %s", got)
+	}
+	if got := unpaced("file:/tmp/rate=5.csv"); got != "file:/tmp/rate=5.csv" {
+		t.Fatalf("unpaced changed a file input: %s", got)
+	}
+	join := GenInputs("join", 7, 100_000, time.Second, 3)
+	if len(join) != 2 || !strings.Contains(join["orders"], "rate=50000") || !strings.Contains(join["payments"], "seed=8") {
+		t.Fatalf("join inputs %v: want the rate shared and a seed each", join)
+	}
 }
