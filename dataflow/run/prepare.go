@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -186,8 +185,10 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// Every run keeps its progress history for the summary; the events
 	// still reach the --progress destination, if there is one.
 	hist := report.NewHistory(env.Config.Progress)
-	env.Series = report.NewSeriesRecorder(time.Now(), cfg.Series)
-	env.Config.Progress = io.MultiWriter(watchFaults(env.Series), hist)
+	// The series counts from the run's start, the moment timed kills and
+	// the bill's at_ms count from, so its buckets and the fault agree.
+	env.Series = report.NewSeriesRecorder(env.Begin(), cfg.Series)
+	env.Config.Progress = hist
 	undo := recordSources(env, env.Series)
 	s, err := exec.Run(ctx, env)
 	undo()
