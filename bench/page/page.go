@@ -25,6 +25,9 @@ type Report struct {
 	Tables   []Table
 	Figures  []Figure
 	Verdicts []Verdict
+	// Problems are lines shown under the verdict line, each a thing that
+	// makes some figure doubtful (a wrong run, a fault that never fired).
+	Problems []string
 	// HowToRead are short paragraphs explaining the figures.
 	HowToRead []string
 }
@@ -148,6 +151,9 @@ figcaption{color:#444;font-size:.92em;margin-top:.3em}
 <h1>{{.Title}}</h1>
 {{with .Subtitle}}<p class="sub">{{.}}</p>{{end}}
 {{if .Verdicts}}<p>{{if .Failed}}<span class="bad">{{.Failed}} of {{len .Verdicts}} runs differ from the reference.</span>{{else}}<span class="ok">All {{len .Verdicts}} runs equal the reference.</span>{{end}}</p>{{end}}
+{{with .Problems}}<ul class="problems">
+{{range .}}<li class="note">{{.}}</li>
+{{end}}</ul>{{end}}
 {{with .Sections}}<div class="sections">
 {{range .}}<div>
 <h2>{{.Title}}</h2>
