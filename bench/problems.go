@@ -28,16 +28,15 @@ func (r *RunResult) RunName() string {
 	return fmt.Sprintf("%s #%d", name, r.Repeat+1)
 }
 
-// Verdict is the run's check against the reference, in a few words.
+// Verdict is the run's check against the reference: whether it passed,
+// and if not, in a few words why (the run's error, or how its output
+// differs).
 func (r *RunResult) Verdict() (ok bool, detail string) {
 	switch {
 	case r.Error != "":
 		return false, "failed: " + oneLine(r.Error)
 	case !r.Correct:
-		if r.Diff == "" {
-			return false, "differs from the reference"
-		}
-		return false, "differs from the reference: " + oneLine(r.Diff)
+		return false, oneLine(r.Diff)
 	}
 	return true, ""
 }
@@ -50,6 +49,9 @@ func (r *Results) Problems() []string {
 	for i := range r.Runs {
 		run := &r.Runs[i]
 		if ok, detail := run.Verdict(); !ok {
+			if run.Error == "" {
+				detail = strings.TrimSuffix("differs from the reference: "+detail, ": ")
+			}
 			out = append(out, run.RunName()+": "+detail)
 		}
 		if run.Error != "" {

@@ -67,6 +67,9 @@ func ReadResults(path string) (*Results, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, &FormatError{Path: path, Why: "not a rewind bench results.json: " + err.Error()}
 	}
+	if r.Version == 0 {
+		return nil, &FormatError{Path: path, Why: "no version in it: not a results.json of rewind bench (an older report.json?)"}
+	}
 	if r.Version != ResultsVersion {
 		return nil, &FormatError{Path: path, Why: fmt.Sprintf("results version %d, this rewind reads version %d (rerun rewind bench to get one)", r.Version, ResultsVersion)}
 	}

@@ -98,13 +98,22 @@ func (r *Results) modelledTitle(groups []*Group, part string) string {
 // statTable is a table of groups × figures given as title, key pairs.
 func statTable(caption string, groups []*Group, titleKeys ...string) page.Table {
 	t := page.Table{Caption: caption, Header: []string{"contestant"}}
+	// A figure no run measured (a prediction without a load sweep) gets
+	// no column.
+	var keys []string
 	for i := 0; i+1 < len(titleKeys); i += 2 {
-		t.Header = append(t.Header, titleKeys[i])
+		for _, g := range groups {
+			if g.Stat(titleKeys[i+1]).Measured() {
+				t.Header = append(t.Header, titleKeys[i])
+				keys = append(keys, titleKeys[i+1])
+				break
+			}
+		}
 	}
 	for _, g := range groups {
 		row := []string{g.Name()}
-		for i := 1; i < len(titleKeys); i += 2 {
-			row = append(row, statCell(g.Stat(titleKeys[i])))
+		for _, k := range keys {
+			row = append(row, statCell(g.Stat(k)))
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -121,21 +130,27 @@ func (r *Results) runsTable() page.Table {
 	}
 	sort.SliceStable(runs, func(i, j int) bool { return runs[i].Seq < runs[j].Seq })
 	for _, run := range runs {
-		fault := optNum(run.FaultAtMs)
+		fault := notMeasuredCell
+		if run.FaultAtMs != nil {
+			fault = fmt.Sprintf("%.0f", *run.FaultAtMs)
+		}
 		if !run.FaultFired() {
 			fault += " (never fired)"
 		}
 		rec := notMeasuredCell
 		if run.Figures.RecoveredMs != nil {
-			rec = num(*run.Figures.RecoveredMs)
+			rec = fmt.Sprintf("%.0f", *run.Figures.RecoveredMs)
 		}
 		ok, detail := run.Verdict()
 		verdict := "equal to the reference"
-		if !ok {
+		switch {
+		case !ok && run.Error != "":
 			verdict = detail
+		case !ok:
+			verdict = strings.TrimSuffix("differs: "+detail, ": ")
 		}
 		t.Rows = append(t.Rows, []string{strconv.Itoa(run.Seq + 1), run.RunName(), fault, strconv.Itoa(run.PointsBeforeFault),
-			yesNo(run.SteadyState), rec, num(run.Figures.WallMs), verdict})
+			yesNo(run.SteadyState), rec, fmt.Sprintf("%.0f", run.Figures.WallMs), verdict})
 	}
 	return t
 }
