@@ -49,13 +49,22 @@ func (r *Results) writePlots(dir string, groups []*Group) ([]plotOut, error) {
 		"reprocess is the part of the catch-up spent re-reading input read before the crash, catch-up the rest. " +
 		"Hatched parts are modelled delays (--detect-delay, --acquire-delay), the same for everyone. The whisker " +
 		"is the min–max of the repeats' time to recovered."})
-	f, err = plots.TradeOff(dir, "tradeoff", plots.Axes{Title: "Steady-state latency vs time to recovered",
-		X: "steady-state p99 latency (ms, log)", Y: "time to recovered (ms)", LogX: true}, tradePoints(groups))
+	ax := plots.Axes{Title: "Steady-state latency vs time to recovered",
+		X: "steady-state p99 latency (ms, log)", Y: "time to recovered (ms)", LogX: true}
+	caption := "Each point is a contestant's median over the repeats; the bars are their min–max. " +
+		"Lower left is better on both counts: fast while running and quick to recover."
+	if r.Scenario.Sweep != "" {
+		// One line per contestant through its sweep points, each point
+		// named by its value: eight loose points would need eight colours.
+		f, err = plots.Sweep(dir, "tradeoff", ax, tradeCurves(groups), nil)
+		caption += fmt.Sprintf(" A line joins a contestant's points; each is labelled with its %s.", r.Scenario.Sweep)
+	} else {
+		f, err = plots.TradeOff(dir, "tradeoff", ax, tradePoints(groups))
+	}
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, plotOut{f, "Each point is a contestant's median over the repeats; the bars are their min–max. " +
-		"Lower left is better on both counts: fast while running and quick to recover."})
+	out = append(out, plotOut{f, caption})
 	sweeps, err := r.sweepFigures(dir)
 	if err != nil {
 		return nil, err
@@ -158,6 +167,27 @@ func tradePoints(groups []*Group) []plots.Point {
 		}
 		out = append(out, plots.Point{Name: g.Name(), X: x.Median, XMin: x.Min, XMax: x.Max,
 			Y: y.Median, YMin: y.Min, YMax: y.Max})
+	}
+	return out
+}
+
+// tradeCurves are tradePoints joined per contestant, in sweep order.
+func tradeCurves(groups []*Group) []plots.Curve {
+	var out []plots.Curve
+	at := map[string]int{}
+	for _, g := range groups {
+		pts := tradePoints([]*Group{g})
+		if len(pts) == 0 {
+			continue
+		}
+		pts[0].Name = g.SweepPoint
+		i, ok := at[g.Contestant]
+		if !ok {
+			i = len(out)
+			at[g.Contestant] = i
+			out = append(out, plots.Curve{Name: g.Contestant})
+		}
+		out[i].Points = append(out[i].Points, pts[0])
 	}
 	return out
 }
