@@ -210,21 +210,33 @@ func billRest(f *Figures) (float64, bool) {
 }
 
 // MedianRun is the repeat whose time to recovered is the median of the
-// group's (the lower middle of an even count); runs without one come
-// last, and without any the first repeat is taken. The timeline plots
-// show this repeat.
+// group's (the lower middle of an even count), among the runs without a
+// problem when there are any (a run that failed, differs, crashed before
+// steady state or never crashed shows nothing typical); runs without a
+// time to recovered come last, and without any the first repeat is
+// taken. The timeline plots show this repeat.
 func (g *Group) MedianRun() *RunResult {
 	if len(g.Runs) == 0 {
 		return nil
 	}
-	var with []*RunResult
+	pool := g.Runs
+	var clean []*RunResult
 	for _, r := range g.Runs {
+		if ok, _ := r.Verdict(); ok && r.FaultFired() && (r.Fault == "" || r.SteadyState) {
+			clean = append(clean, r)
+		}
+	}
+	if len(clean) > 0 {
+		pool = clean
+	}
+	var with []*RunResult
+	for _, r := range pool {
 		if r.Figures.RecoveredMs != nil {
 			with = append(with, r)
 		}
 	}
 	if len(with) == 0 {
-		return g.Runs[0]
+		return pool[0]
 	}
 	sort.SliceStable(with, func(i, j int) bool { return *with[i].Figures.RecoveredMs < *with[j].Figures.RecoveredMs })
 	return with[(len(with)-1)/2]

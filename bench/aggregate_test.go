@@ -48,6 +48,10 @@ func TestAggregateMedianMinMaxSkipsUnmeasured(t *testing.T) {
 	if got := a.MedianRun(); got.Repeat != 3 {
 		t.Errorf("median run of a is repeat %d, want 3 (recovered 200 of 100, 200, 300)", got.Repeat)
 	}
+	a.Runs[3].Correct = false
+	if got := a.MedianRun(); got.Repeat != 2 {
+		t.Errorf("median run of a without its wrong repeat 3 is repeat %d, want 2 (recovered 100 of 100, 300: the lower middle)", got.Repeat)
+	}
 	if got := b.MedianRun(); got.Repeat != 0 {
 		t.Errorf("median run of b (none recovered) is repeat %d, want 0", got.Repeat)
 	}

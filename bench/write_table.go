@@ -32,6 +32,15 @@ func (r *Results) WriteTable(w io.Writer) error {
 	for _, l := range wrap(r.scenarioLine(), TableWidth, "  ") {
 		b.WriteString(l + "\n")
 	}
+	if len(r.Calibration) > 0 {
+		var caps []string
+		for _, c := range r.Calibration {
+			caps = append(caps, fmt.Sprintf("%s %s rec/s", c.Contestant, compact(c.RPS)))
+		}
+		for _, l := range wrap("Capacity, unpaced (calibration): "+strings.Join(caps, ", ")+".", TableWidth, "  ") {
+			b.WriteString(l + "\n")
+		}
+	}
 	writeStatTable(&b, "Steady state, after the warm-up and before the fault (median; min–max below)", groups, []column{
 		{"rec/s", "throughput_rps"}, {"p50 ms", "latency_p50_ms"}, {"p99 ms", "latency_p99_ms"},
 		{"max ms", "latency_max_ms"}, {"point ms", "checkpoint_ms"},
