@@ -51,8 +51,25 @@ func PredictCatchUp(outageMs, rate, capacity float64) (ms float64, ok bool) {
 // exist, and reports whether it set it.
 func (f *Figures) PredictedCatchUp(rate, capacity float64) bool {
 	f.PredictedCatchUpMs = nil
-	if f.RestoreMs == nil {
+	outage, ok := f.outage(rate)
+	if !ok {
 		return false
+	}
+	ms, ok := PredictCatchUp(outage, rate, capacity)
+	if !ok {
+		return false
+	}
+	f.PredictedCatchUpMs = &ms
+	return true
+}
+
+// outage is Outage of the run's bill at rate: detect + acquire + restore
+// (a missing detect or acquire counts as none; without a restore the
+// crash never restarted and there is no outage to tell), and the reread
+// records.
+func (f *Figures) outage(rate float64) (float64, bool) {
+	if f.RestoreMs == nil {
+		return 0, false
 	}
 	down := *f.RestoreMs
 	for _, p := range []*float64{f.DetectMs, f.AcquireMs} {
@@ -64,16 +81,23 @@ func (f *Figures) PredictedCatchUp(rate, capacity float64) bool {
 	if f.ReprocessedRecords != nil {
 		reread = *f.ReprocessedRecords
 	}
-	outage, ok := Outage(down, reread, rate)
-	if !ok {
-		return false
+	return Outage(down, reread, rate)
+}
+
+// Predict fills PredictedCatchUpMs of every run at a load point whose
+// contestant was calibrated (Results.Calibration), from the run's own
+// bill and rate; other runs' predictions are left as they are.
+func (r *Results) Predict() {
+	if r.Scenario.Sweep != SweepLoad {
+		return
 	}
-	ms, ok := PredictCatchUp(outage, rate, capacity)
-	if !ok {
-		return false
+	caps := Capacities(r.Calibration)
+	for i := range r.Runs {
+		run := &r.Runs[i]
+		if c, ok := caps[run.Contestant]; ok && run.SweepPoint != "" {
+			run.Figures.PredictedCatchUp(run.Rate, c)
+		}
 	}
-	f.PredictedCatchUpMs = &ms
-	return true
 }
 
 // predictionCurve is catch-up / outage = load / (1 − load) as a function
