@@ -159,7 +159,9 @@ func TestSweepPredictions(t *testing.T) {
 		t.Fatalf("a prediction without points: %+v", h)
 	}
 	r := sweepFixture(3, SweepLoad, []string{"50%", "80%"})
-	curves := r.sweepCurves(func(run RunResult) *float64 { return pointTo(100 * (1 - run.Rate/Capacities(r.Calibration)[run.Contestant])) },
+	curves := r.sweepCurves(func(run RunResult) *float64 {
+		return pointTo(100 * (1 - run.Rate/Capacities(r.Calibration)[run.Contestant]))
+	},
 		sweepFig(sweepCatchUp))
 	p := headroomPrediction(curves)
 	if p == nil || len(p.Points) < 2 {
