@@ -252,3 +252,7 @@ func identityPrediction(curves []plots.Curve) *plots.Curve {
 }
 
 func sweepPtr(v float64) *float64 { return &v }
+
+// SweepFigures is sweepFigures for callers outside the package
+// (scripts/shapesplot, which draws the shapes from single runs).
+func (r *Results) SweepFigures(dir string) ([]plots.File, error) { return r.sweepFigures(dir) }
