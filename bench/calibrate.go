@@ -6,30 +6,31 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"time"
 )
 
-// CalibrationRecords is how many records a calibration run reads (over all
-// inputs): enough for a second or more of work on a small machine, so
-// start-up and the final flush weigh little in records / wall.
-const CalibrationRecords = 1_000_000
+// CalibrationTime is how long a calibration run reads: long enough that
+// start-up and the final flush weigh little (a run of a fraction of a
+// second was measured at a third of recordwise's capacity), short enough
+// for a sweep's preamble.
+const CalibrationTime = 2 * time.Second
 
-// calibrationRecords is CalibrationRecords but in tests, which keep runs
-// small.
-var calibrationRecords int64 = CalibrationRecords
+// calibrationTime is CalibrationTime but in tests, which keep runs short.
+var calibrationTime = CalibrationTime
 
-// Calibrate measures each contestant's capacity: a short run of the
-// scenario's input without its pace and without a fault, whose records
-// read over its wall time are the most the contestant can take. A load
-// sweep offers each contestant fractions of its own capacity. The inputs
-// are p.Config.Inputs (the live inputs of the scenario), their gen: specs
-// read unpaced and cut to CalibrationRecords; any other kind of input is
-// refused, as it cannot be read faster than it comes. A progress line per
-// contestant reports the figure. A failed calibration run fails the
-// calibration: without a capacity a load point means nothing.
+// Calibrate measures each contestant's capacity: a run of the scenario's
+// input without its pace, without an end and without a fault, stopped
+// after CalibrationTime; the records it read over its wall time are the
+// most the contestant can take. A load sweep offers each contestant
+// fractions of its own capacity. The inputs are p.Config.Inputs (the live
+// inputs of the scenario), their gen: specs read unpaced and endless; any
+// other kind of input is refused, as it cannot be read faster than it
+// comes. A progress line per contestant reports the figure. A failed
+// calibration run fails the calibration: without a capacity a load point
+// means nothing.
 func Calibrate(ctx context.Context, p Plan, contestants []Contestant) ([]Capacity, error) {
-	inputs, err := calibrationInputs(p.Config.Inputs, calibrationRecords)
+	inputs, err := calibrationInputs(p.Config.Inputs)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +40,14 @@ func Calibrate(ctx context.Context, p Plan, contestants []Contestant) ([]Capacit
 		cfg.Executor, cfg.Options, cfg.Fails, cfg.Inputs = c.Executor, p.optionsOf(c), nil, inputs
 		name := "calibrate-" + strings.ReplaceAll(c.Name(), "/", "-")
 		cfg.Output, cfg.Storage = filepath.Join(p.Scratch, name, "out"), p.storageFor(name)
-		s, _, err := p.runOnce(ctx, cfg, true)
+		// The run ends when its time is up: the executor stops reading and
+		// the summary counts what it did until then.
+		cctx, cancel := context.WithTimeout(ctx, calibrationTime)
+		s, _, err := p.runOnce(cctx, cfg, true)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("calibrating %s: %w", c.Name(), err)
 		}
@@ -48,7 +56,7 @@ func Calibrate(ctx context.Context, p Plan, contestants []Contestant) ([]Capacit
 			return nil, err
 		}
 		if p.Progress != nil {
-			fmt.Fprintf(p.Progress, "bench: calibration [%d/%d] %s: %.0f records/s (%d records unpaced in %.0f ms)\n",
+			fmt.Fprintf(p.Progress, "bench: calibration [%d/%d] %s: %.0f records/s (%d records read unpaced in %.0f ms)\n",
 				i+1, len(contestants), c.Name(), capa.RPS, s.RecordsIn, s.WallMs)
 		}
 		out = append(out, capa)
@@ -75,37 +83,21 @@ func Capacities(caps []Capacity) map[string]float64 {
 	return out
 }
 
-// calibrationInputs are ins read as fast as possible: every gen: spec
-// without its rate=, its records= set so that the inputs together hold
-// total records, shared in proportion to their own sizes (the join's two
-// inputs keep their ratio).
-func calibrationInputs(ins map[string]string, total int64) (map[string]string, error) {
+// calibrationInputs are ins read as fast as possible and without end:
+// every gen: spec with records=0 and without its rate=, the rest kept
+// (keys, partitions, seed: the same shape of input).
+func calibrationInputs(ins map[string]string) (map[string]string, error) {
 	if len(ins) == 0 {
 		return nil, fmt.Errorf("calibration needs the scenario's inputs; none were given")
 	}
-	names := slices.Sorted(maps.Keys(ins))
-	sizes := make([]int64, len(names))
-	var sum int64
-	for i, n := range names {
+	out := make(map[string]string, len(ins))
+	for _, n := range slices.Sorted(maps.Keys(ins)) {
 		body, ok := strings.CutPrefix(ins[n], "gen:")
 		if !ok {
 			return nil, fmt.Errorf("calibration reads generated input only: input %s is %q, which cannot be read faster than it comes", n, ins[n])
 		}
-		sizes[i] = 1 // an input without records= shares equally
+		keep := []string{"records=0"}
 		for _, kv := range strings.Split(body, ",") {
-			if v, ok := strings.CutPrefix(kv, "records="); ok {
-				if r, err := strconv.ParseFloat(v, 64); err == nil && r >= 1 {
-					sizes[i] = int64(r)
-				}
-			}
-		}
-		sum += sizes[i]
-	}
-	out := make(map[string]string, len(names))
-	for i, n := range names {
-		records := max(int64(float64(total)*float64(sizes[i])/float64(sum)), 1)
-		keep := []string{"records=" + strconv.FormatInt(records, 10)}
-		for _, kv := range strings.Split(strings.TrimPrefix(ins[n], "gen:"), ",") {
 			if kv != "" && !strings.HasPrefix(kv, "rate=") && !strings.HasPrefix(kv, "records=") {
 				keep = append(keep, kv)
 			}
