@@ -68,7 +68,7 @@ func (r *Results) sweepFigures(dir string) ([]plots.File, error) {
 	case SweepParallelism:
 		figs = []sweepFigure{
 			{name: "sweep-parallelism-rebuild", ax: plots.Axes{Title: "Parallelism: lost-piece rebuild time against the survivors",
-				X: "surviving workers", Y: "lineage rebuild time (ms)"}, x: sweepSurvivors, y: sweepRebuildMs},
+				X: "surviving workers", Y: "lost-piece rebuild time (ms)"}, x: sweepSurvivors, y: sweepRebuildMs},
 			{name: "sweep-parallelism-recovered", ax: plots.Axes{Title: "Parallelism: time to recovered against the survivors",
 				X: "surviving workers", Y: "time to recovered (ms)"}, x: sweepSurvivors, y: sweepFig(sweepRecovered)},
 		}
