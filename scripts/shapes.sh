@@ -68,7 +68,7 @@ one() {
 		--progress none --summary json "$@" 2>>"$work/stderr" || true; } | tail -1 |
 		jq -c --arg shape "$shape" --arg kind "$kind" --arg c "$c" --arg p "$point" --argjson rep "$rep" \
 			--argjson rate "$rate" --argjson cms "$cms" \
-			'{Shape: $shape, Kind: $kind, Contestant: $c, Point: $p, Repeat: $rep, Rate: $rate, CadenceMs: $cms, Summary: .}' >>"$runs"
+			'del(.history.recent[]?[]?.tasks) | {Shape: $shape, Kind: $kind, Contestant: $c, Point: $p, Repeat: $rep, Rate: $rate, CadenceMs: $cms, Summary: .}' >>"$runs"
 }
 
 # capacity SHAPE: records/s of the newest calibrate line of contestant C.
