@@ -81,23 +81,6 @@ func bill(f *Figures, s *report.Summary) {
 	f.WallMs = s.WallMs
 }
 
-// predictedCatchUp is catch-up ≈ outage × rate / (capacity − rate), the
-// outage running from the fault until processing restarts; nil without a
-// capacity above the rate or a restore.
-func predictedCatchUp(s *report.Series, rate, capacity float64) *float64 {
-	if s == nil || capacity <= rate || rate <= 0 || len(s.Phases) == 0 {
-		return nil
-	}
-	var outage float64
-	for _, ph := range s.Phases {
-		if ph.RestoredMs == nil {
-			return nil
-		}
-		outage += *ph.RestoredMs - ph.FaultMs
-	}
-	return ptr(outage * rate / (capacity - rate))
-}
-
 func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
