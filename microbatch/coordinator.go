@@ -108,6 +108,9 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 	if err != nil {
 		return nil, err
 	}
+	for _, p := range topo.parts {
+		p.series = env.SeriesInput(p.input)
+	}
 	counted := storage.NewCounting(env.PatientStore().Store())
 	c := &coordinator{
 		env: env, opts: opts, store: counted, counted: counted, prefix: runPrefix(env.Job.Name, runID), topo: topo,

@@ -280,6 +280,10 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 			for _, pid := range slots[id] {
 				bd.out[f][id] = append(bd.out[f][id], res.Pieces[pid]...)
 				delete(res.Pieces, pid) // ownership moves to the batch
+				// The rebuild read the piece's input again: the batch took
+				// it a second time (run.Traits.OwnPositions).
+				rg := bp.ranges[pid]
+				c.env.SeriesInput(rg.Input).Took(rg.Partition, rg.Start.Offset, rg.End)
 				n := bp.ranges[pid].Records()
 				if len(handedOver[id]) == 0 {
 					// The worker died before handing anything over.

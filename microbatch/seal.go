@@ -382,6 +382,9 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 			r.q.release(c.ends[r.part.global])
 		}
 	}
+	for _, p := range c.topo.parts {
+		p.series.Done(p.index, c.ends[p.global])
+	}
 	c.cur, c.curRerun, c.curAhead, c.ranStart, c.visibleAt, c.planStart = nil, false, false, false, time.Time{}, time.Time{}
 	if a := c.next; a != nil {
 		// The batch planned ahead is next.

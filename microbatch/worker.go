@@ -15,6 +15,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
 )
@@ -31,6 +32,9 @@ type partition struct {
 	name   string
 	src    source.Source
 	owner  int // worker reading it
+	// series is where a batch reports what it took and finished: the
+	// read-ahead readers' positions are not progress (run.Traits.OwnPositions).
+	series report.SeriesInput
 }
 
 // topology is the job cut into what a batch executes.
@@ -283,6 +287,7 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 			if err := r.q.waitFor(se.ctx, rg.End, w.stop); err != nil {
 				return err
 			}
+			r.part.series.Took(r.part.index, rg.Start, rg.End)
 			for _, s := range r.q.take(rg.Start, rg.End) {
 				bd.out[si][w.id] = append(bd.out[si][w.id], s.b)
 				bd.handover[w.id] = append(bd.handover[w.id], handoverRows{at: s.handover, rows: s.b.NumRows()})

@@ -47,8 +47,12 @@ type SeriesRecorder struct {
 	rolled int // buckets before it have their end-of-bucket figures
 	// Sums over partitions: read position (the furthest live reader of
 	// each), high-water mark, and the high-water mark of unpaced inputs
-	// (their offered records).
+	// (their offered records). sumPos and sumHW leave out the partitions
+	// whose executor reports its own positions (series_own.go): their
+	// positions are in sumPosOwn, and replaying counts those re-reading.
 	sumPos, sumHW, sumHWUnpaced int64
+	sumPosOwn                   int64
+	replaying                   int
 	// sumBaseUnpaced is where the unpaced partitions were first opened:
 	// not offered in this run.
 	sumBaseUnpaced int64
@@ -69,8 +73,11 @@ type bucketAcc struct {
 type seriesPart struct {
 	unpaced bool
 	opened  bool
-	hw, pos int64
-	readers []*SeriesReader
+	// own: the executor reports the positions (SeriesInput), not readers;
+	// replay: it took records below hw and has not finished them again.
+	own, replay bool
+	hw, pos     int64
+	readers     []*SeriesReader
 }
 
 // SeriesReader is one opened reader of a partition as the recorder sees it.
@@ -102,6 +109,10 @@ func (r *SeriesRecorder) Start() time.Time {
 // otherwise what it offers is what was read of it for the first time. The
 // result indexes Open's part argument: the first partition's index.
 func (r *SeriesRecorder) Input(partitions int, due func(time.Time) int64) int {
+	return r.input(partitions, due, false)
+}
+
+func (r *SeriesRecorder) input(partitions int, due func(time.Time) int64, own bool) int {
 	if r == nil {
 		return 0
 	}
@@ -109,7 +120,7 @@ func (r *SeriesRecorder) Input(partitions int, due func(time.Time) int64) int {
 	defer r.mu.Unlock()
 	first := len(r.parts)
 	for range partitions {
-		r.parts = append(r.parts, &seriesPart{unpaced: due == nil})
+		r.parts = append(r.parts, &seriesPart{unpaced: due == nil, own: own})
 	}
 	if due != nil {
 		r.paced = append(r.paced, due)
@@ -147,7 +158,7 @@ func (r *SeriesRecorder) roll(now time.Time) int {
 // closeBucket keeps bucket i's end-of-bucket sums. r.mu is held.
 func (r *SeriesRecorder) closeBucket(i int) {
 	a := &r.acc[i]
-	a.pos, a.hwUnpaced, a.baseUnpaced = r.sumPos, r.sumHWUnpaced, r.sumBaseUnpaced
+	a.pos, a.hwUnpaced, a.baseUnpaced = r.sumPos+r.sumPosOwn, r.sumHWUnpaced, r.sumBaseUnpaced
 }
 
 // setPos recomputes part's position: its furthest live reader; kept when
@@ -166,15 +177,21 @@ func (r *SeriesRecorder) setPos(p *seriesPart) {
 	p.pos = pos
 }
 
-// gapChanged notes a rewind or the end of re-reading: the records between
-// the read positions and the high-water marks were before records, and
-// now are none, or the other way. r.mu is held.
-func (r *SeriesRecorder) gapChanged(before int64, now time.Time) {
-	after := r.sumHW - r.sumPos
+// behind reports whether any partition is re-reading: a reader is below
+// its high-water mark, or an executor replays what it took before. r.mu
+// is held.
+func (r *SeriesRecorder) behind() bool {
+	return r.sumHW-r.sumPos > 0 || r.replaying > 0
+}
+
+// gapChanged notes a rewind or the end of re-reading: the run was not
+// behind (before) and now is, or the other way. r.mu is held.
+func (r *SeriesRecorder) gapChanged(before bool, now time.Time) {
+	after := r.behind()
 	switch {
-	case before <= 0 && after > 0:
+	case !before && after:
 		r.events = append(r.events, SeriesEvent{TMs: Millis(now.Sub(r.start)), Kind: EventRewind})
-	case before > 0 && after <= 0:
+	case before && !after:
 		r.events = append(r.events, SeriesEvent{TMs: Millis(now.Sub(r.start)), Kind: EventRereadDone})
 	}
 }
@@ -190,6 +207,12 @@ func (r *SeriesRecorder) Open(part int, offset int64) *SeriesReader {
 	now := r.now()
 	r.roll(now)
 	p := r.parts[part]
+	if p.own {
+		// Its executor reports the positions; the first open is only
+		// where it starts.
+		r.openOwn(p, offset)
+		return nil
+	}
 	if !p.opened {
 		// What came before the first position was read by an earlier
 		// process (--resume): neither offered nor read here.
@@ -210,7 +233,7 @@ func (r *SeriesRecorder) Open(part int, offset int64) *SeriesReader {
 	}
 	rd := &SeriesReader{r: r, part: p, pos: offset}
 	p.readers = append(live, rd)
-	gapBefore := r.sumHW - r.sumPos
+	gapBefore := r.behind()
 	r.setPos(p)
 	r.gapChanged(gapBefore, now)
 	return rd
@@ -232,7 +255,7 @@ func (rd *SeriesReader) Read(rows, after int64) {
 	b := &r.acc[i]
 	b.processed += rows
 	b.reread += reread
-	gapBefore := r.sumHW - r.sumPos
+	gapBefore := r.behind()
 	if after > p.hw {
 		r.sumHW += after - p.hw
 		if p.unpaced {

@@ -51,6 +51,12 @@ type Traits struct {
 	// then, so the story shows a restore from a recovery point. Empty when
 	// no point can be waited for.
 	FirstDurablePoint string
+	// OwnPositions marks an executor that reads its input ahead of what
+	// it processes (microbatch's prefetch): how far its readers got says
+	// little about its progress, so the run over time takes what was
+	// processed, re-read and how far behind it is from what the executor
+	// reports through Env.SeriesInput instead.
+	OwnPositions bool
 	// NoOptions is the executor's Options with nothing set (its zero
 	// value), for code that holds only the executor (bench picks a variant
 	// on it).

@@ -192,7 +192,7 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// the bill's at_ms count from, so its buckets and the fault agree.
 	env.Series = report.NewSeriesRecorder(env.Begin(), cfg.Series)
 	env.Config.Progress = hist
-	undo := recordSources(env, env.Series)
+	undo := recordSources(env, env.Series, exec.Traits().OwnPositions)
 	s, err := exec.Run(ctx, env)
 	undo()
 	ranUntil := time.Now()

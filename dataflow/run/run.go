@@ -94,6 +94,9 @@ type Env struct {
 	// (with its latency) and their recovery points. Nil-safe: nil when
 	// an executor runs outside Execute.
 	Series *report.SeriesRecorder
+	// seriesInputs are Series' inputs by name when the executor reports
+	// its own positions (Traits.OwnPositions); see SeriesInput.
+	seriesInputs map[string]report.SeriesInput
 
 	// patient is PatientStore's one outage clock, made on first use: the
 	// executor's calls and the sink's journal wait out the same outage.

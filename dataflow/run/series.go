@@ -21,18 +21,38 @@ type recordedSource struct {
 }
 
 // recordSources wraps env's sources to feed rec, and returns the undo.
-func recordSources(env *Env, rec *report.SeriesRecorder) (undo func()) {
+// With own (Traits.OwnPositions) the readers only mark where each
+// partition starts, and the executor reports the rest (Env.SeriesInput).
+func recordSources(env *Env, rec *report.SeriesRecorder, own bool) (undo func()) {
 	orig := env.Sources
 	wrapped := make(map[string]source.Source, len(orig))
+	var inputs map[string]report.SeriesInput
+	if own {
+		inputs = make(map[string]report.SeriesInput, len(orig))
+	}
 	for name, src := range orig {
 		var due func(time.Time) int64
 		if p, ok := source.AsPaced(src); ok {
 			due = p.Due
 		}
-		wrapped[name] = &recordedSource{Source: src, rec: rec, first: rec.Input(len(src.Partitions()), due)}
+		n := len(src.Partitions())
+		if own {
+			in := rec.InputOwn(n, due)
+			inputs[name] = in
+			wrapped[name] = &recordedSource{Source: src, rec: rec, first: in.First()}
+			continue
+		}
+		wrapped[name] = &recordedSource{Source: src, rec: rec, first: rec.Input(n, due)}
 	}
-	env.Sources = wrapped
-	return func() { env.Sources = orig }
+	env.Sources, env.seriesInputs = wrapped, inputs
+	return func() { env.Sources, env.seriesInputs = orig, nil }
+}
+
+// SeriesInput is where an executor with Traits.OwnPositions reports what
+// its batches take of input name and where they leave it. Outside
+// Execute (no series), or for another executor, it records nothing.
+func (e *Env) SeriesInput(name string) report.SeriesInput {
+	return e.seriesInputs[name]
 }
 
 // Records forwards source.Sized (0: not known).

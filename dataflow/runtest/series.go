@@ -28,7 +28,15 @@ const SeriesBillRecords = 40_000
 // and the lag came back (catch_up_ms and recovered_ms measured).
 func SeriesBill(t *testing.T, exec run.Executor, opts run.Options) {
 	t.Helper()
-	spec, err := fault.Parse("worker=0,after-records=15000")
+	SeriesBillAt(t, exec, opts, "worker=0,after-records=15000")
+}
+
+// SeriesBillAt is SeriesBill with the crash given as a --fail value: an
+// executor that re-reads nothing unless a crash finds work in flight
+// (microbatch between batches) names a point inside that work.
+func SeriesBillAt(t *testing.T, exec run.Executor, opts run.Options, fail string) {
+	t.Helper()
+	spec, err := fault.Parse(fail)
 	if err != nil {
 		t.Fatal(err)
 	}
