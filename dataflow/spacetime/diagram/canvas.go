@@ -53,7 +53,8 @@ func textBox(x, y float64, anchor, s string, size float64) box {
 	case "end":
 		x0 = x - w
 	}
-	return box{x0, y - size*0.8, x0 + w, y + size*0.25}
+	// A little air either side, so neighbours never touch.
+	return box{x0 - 3, y - size*0.8, x0 + w + 3, y + size*0.25}
 }
 
 // fits reports whether a text there would overlap none placed.

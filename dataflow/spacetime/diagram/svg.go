@@ -71,10 +71,11 @@ type drawer struct {
 	left    float64
 	plotW   float64
 	laneTop float64
+	scale   *timeScale
 }
 
 func (d *drawer) x(t time.Duration) float64 {
-	return d.left + float64(t)/float64(d.m.end)*d.plotW
+	return d.left + d.scale.at(t)*d.plotW
 }
 
 func (d *drawer) y(lane int) float64 { return d.laneTop + float64(lane)*laneH + laneH/2 }
@@ -98,7 +99,7 @@ func renderSVG(rec Recording, o SVGOptions) svgDoc {
 		o.MaxArrows = 300
 	}
 	m := newModel(rec)
-	d := &drawer{m: m, c: &canvas{}, o: o, plotW: o.PlotWidth}
+	d := &drawer{m: m, c: &canvas{}, o: o, plotW: o.PlotWidth, scale: newTimeScale(m)}
 	labelW := 0.0
 	for _, l := range m.lanes {
 		labelW = max(labelW, textWidth(svgLaneLabel(l), fontSize))
@@ -226,9 +227,13 @@ func fmtMs(t time.Duration) string {
 }
 
 func (d *drawer) drawLanesBackground() {
+	for _, z := range d.scale.zones() {
+		d.c.raw(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#fff6d5"/>`,
+			d.x(z[0]), d.top(), d.x(z[1])-d.x(z[0]), d.bottom()-d.top()+6)
+	}
 	for i := range d.m.lanes {
 		if i%2 == 1 {
-			d.c.raw(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f7f7fb"/>`,
+			d.c.raw(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#6060a0" fill-opacity="0.05"/>`,
 				d.left, d.top()+float64(i)*laneH, d.plotW, laneH)
 		}
 	}

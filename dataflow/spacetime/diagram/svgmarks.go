@@ -145,12 +145,16 @@ func (d *drawer) drawAxis() float64 {
 	if d.m.end >= 5*time.Second {
 		unit, name = time.Second, "s"
 	}
-	// Ticks at least 60 px apart.
-	step := niceStep(time.Duration(float64(d.m.end) * 60 / d.plotW))
-	for t := time.Duration(0); t <= d.m.end; t += step {
-		x := d.x(t)
-		c.raw(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-width="1"/>`, x, y, x, y+5)
-		c.text(x, y+17, "middle", "axis", trimFloat(float64(t)/float64(unit)))
+	// Round ticks first, then finer ones where the scale is zoomed and
+	// their labels fit.
+	coarse := niceStep(time.Duration(float64(d.m.end) * 70 / d.plotW))
+	for _, step := range []time.Duration{coarse, niceStep(coarse / 5)} {
+		for t := time.Duration(0); t <= d.m.end && step > 0; t += step {
+			x := d.x(t)
+			if c.text(x, y+17, "middle", "axis", trimFloat(float64(t)/float64(unit))) {
+				c.raw(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-width="1"/>`, x, y, x, y+5)
+			}
+		}
 	}
 	c.text(d.left+d.plotW/2, y+32, "middle", "axis", "time since the run started ("+name+")")
 	return y + 36
@@ -238,8 +242,14 @@ func (d *drawer) drawLegend(top, width float64) float64 {
 		rerun = rerun || e.Rerun
 	}
 	x, y := 10.0, top+legendRow/2
-	for _, it := range legendItems {
-		show := false
+	items := legendItems
+	if d.scale.zoom > 1 {
+		items = append(items[:len(items):len(items)], legendItem{nil, fmt.Sprintf("time drawn %.0fx wider", d.scale.zoom), func(c *canvas, x, y float64) {
+			c.raw(`<rect x="%.1f" y="%.1f" width="16" height="12" fill="#fff6d5" stroke="#e0d090" stroke-width="0.8"/>`, x, y-6)
+		}})
+	}
+	for _, it := range items {
+		show := it.kinds == nil
 		for _, k := range it.kinds {
 			show = show || seen[k]
 		}
