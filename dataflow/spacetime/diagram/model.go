@@ -217,9 +217,9 @@ func (m *model) pairSpans() {
 		case spacetime.BlockEnd:
 			finish(key{spanBlock, l, e.Channel, 0}, e)
 		case spacetime.ReplayStart:
-			start(key{spanReplay, l, "", 0}, e)
+			start(key{spanReplay, l, e.Channel, 0}, e)
 		case spacetime.ReplayEnd:
-			finish(key{spanReplay, l, "", 0}, e)
+			finish(key{spanReplay, l, e.Channel, 0}, e)
 		case spacetime.UnitStart:
 			start(key{spanUnit, l, "", e.ID}, e)
 		case spacetime.UnitEnd:
