@@ -38,7 +38,11 @@ func Moments(w io.Writer, rec Recording, width int) error {
 	for _, e := range m.events {
 		switch e.Kind {
 		case spacetime.PointComplete:
-			say(e.T, "%s complete (markers crossed %d channels)", pointName(e.ID), markers[e.ID])
+			if n := markers[e.ID]; n > 0 {
+				say(e.T, "%s complete (markers crossed %d channels)", pointName(e.ID), n)
+			} else {
+				say(e.T, "%s complete", pointName(e.ID))
+			}
 		case spacetime.PointFailed:
 			say(e.T, "%s FAILED: %s", pointName(e.ID), orDash(e.Note))
 		case spacetime.InFlight:
