@@ -74,8 +74,13 @@ func Moments(w io.Writer, rec Recording, width int) error {
 	}
 	blocks := map[lanePoint][]span{}
 	var blockOrder []lanePoint
-	replays := map[[2]time.Duration][]string{}
-	var replayOrder [][2]time.Duration
+	// Replays starting within a millisecond are one replay (after one
+	// restore), told once with every lane in it.
+	type replay struct {
+		from, to time.Duration
+		lanes    []string
+	}
+	var replays []replay
 	for _, s := range m.spans {
 		switch s.kind {
 		case spanBlock:
@@ -85,11 +90,16 @@ func Moments(w io.Writer, rec Recording, width int) error {
 			}
 			blocks[k] = append(blocks[k], s)
 		case spanReplay:
-			k := [2]time.Duration{s.from, s.to}
-			if _, ok := replays[k]; !ok {
-				replayOrder = append(replayOrder, k)
+			id := m.lanes[s.lane].ID
+			if n := len(replays); n > 0 && s.from-replays[n-1].from < time.Millisecond {
+				r := &replays[n-1]
+				r.to = max(r.to, s.to)
+				if !slices.Contains(r.lanes, id) {
+					r.lanes = append(r.lanes, id)
+				}
+				continue
 			}
-			replays[k] = append(replays[k], m.lanes[s.lane].ID)
+			replays = append(replays, replay{s.from, s.to, []string{id}})
 		case spanUnit:
 			what := "unit"
 			if p := phase(s.ev.Note); p != "" {
@@ -110,8 +120,9 @@ func Moments(w io.Writer, rec Recording, width int) error {
 		say(blocks[k][0].from, "%s aligns for %s: %d channels blocked, up to %s",
 			m.lanes[k.lane].ID, pointName(k.id), len(blocks[k]), fmtMs(longest))
 	}
-	for _, k := range replayOrder {
-		say(k[0], "replay until %s on %s", fmtMs(k[1]), strings.Join(replays[k], ", "))
+	for _, r := range replays {
+		slices.Sort(r.lanes)
+		say(r.from, "replay until %s on %s", fmtMs(r.to), strings.Join(r.lanes, ", "))
 	}
 	// Stable by time: the order above within one moment.
 	slices.SortStableFunc(lines, func(a, b line) int { return cmp.Compare(a.t, b.t) })
