@@ -46,7 +46,7 @@ func Moments(w io.Writer, rec Recording, width int) error {
 		case spacetime.PointFailed:
 			say(e.T, "%s FAILED: %s", pointName(e.ID), orDash(e.Note))
 		case spacetime.InFlight:
-			say(e.T, "%s kept %d in-flight records of %s with %s", e.Lane, e.Records, e.Channel, pointName(e.ID))
+			say(e.T, "%s kept %d in-flight records of %s with %s", m.name(e.Lane), e.Records, e.Channel, pointName(e.ID))
 		case spacetime.Seam:
 			say(e.T, "batch %d seam, offsets logged: %s", e.ID, orDash(e.Note))
 		case spacetime.Commit:
@@ -58,7 +58,7 @@ func Moments(w io.Writer, rec Recording, width int) error {
 		case spacetime.PieceLost:
 			say(e.T, "piece %d of worker %d lost", e.ID, e.Worker)
 		case spacetime.PieceRebuilt:
-			say(e.T, "piece %d rebuilt on %s %s", e.ID, e.Lane, e.Note)
+			say(e.T, "piece %d rebuilt on %s %s", e.ID, m.name(e.Lane), e.Note)
 		case spacetime.Batch, spacetime.Marker, spacetime.SnapshotStart, spacetime.SnapshotDurable,
 			spacetime.BlockStart, spacetime.BlockEnd, spacetime.UnitStart, spacetime.UnitEnd,
 			spacetime.ReplayStart, spacetime.ReplayEnd, spacetime.Ledger:
@@ -90,7 +90,7 @@ func Moments(w io.Writer, rec Recording, width int) error {
 			}
 			blocks[k] = append(blocks[k], s)
 		case spanReplay:
-			id := m.lanes[s.lane].ID
+			id := laneLabel(m.lanes[s.lane])
 			if n := len(replays); n > 0 && s.from-replays[n-1].from < time.Millisecond {
 				r := &replays[n-1]
 				r.to = max(r.to, s.to)
@@ -109,7 +109,7 @@ func Moments(w io.Writer, rec Recording, width int) error {
 			if s.ev.Rerun {
 				rerun = " RE-RUN"
 			}
-			say(s.from, "%s %d%s on %s until %s", what, s.ev.ID, rerun, m.lanes[s.lane].ID, fmtMs(s.to))
+			say(s.from, "%s %d%s on %s until %s", what, s.ev.ID, rerun, laneLabel(m.lanes[s.lane]), fmtMs(s.to))
 		}
 	}
 	for _, k := range blockOrder {
@@ -118,7 +118,7 @@ func Moments(w io.Writer, rec Recording, width int) error {
 			longest = max(longest, s.to-s.from)
 		}
 		say(blocks[k][0].from, "%s aligns for %s: %d channels blocked, up to %s",
-			m.lanes[k.lane].ID, pointName(k.id), len(blocks[k]), fmtMs(longest))
+			laneLabel(m.lanes[k.lane]), pointName(k.id), len(blocks[k]), fmtMs(longest))
 	}
 	for _, r := range replays {
 		slices.Sort(r.lanes)
@@ -149,4 +149,12 @@ func clipEnd(s string, width int) string {
 		return s
 	}
 	return string(r[:width-3]) + "..."
+}
+
+// name is how the lanes call lane id.
+func (m *model) name(id string) string {
+	if i, ok := m.index[id]; ok && id != "" {
+		return laneLabel(m.lanes[i])
+	}
+	return id
 }
