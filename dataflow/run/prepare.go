@@ -168,7 +168,8 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 	}
 	if withStore {
 		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
-			return nil, fmt.Errorf("storage %s: %w", cfg.Storage, err)
+			// storage.Open's errors name the location already.
+			return nil, err
 		}
 	}
 	ok = true
