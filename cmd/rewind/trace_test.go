@@ -54,7 +54,7 @@ func TestTraceFormats(t *testing.T) {
 	dir := t.TempDir()
 	for _, format := range traceFormats {
 		path := filepath.Join(dir, "trace."+format)
-		code, stdout, stderr := rewind(t, "trace", "--executor", "microbatch", "--format", format, "--out", path)
+		code, stdout, stderr := rewind(t, "trace", "--format", format, "--out", path)
 		if code != 0 {
 			t.Fatalf("--format %s: exit %d: %s", format, code, stderr)
 		}

@@ -50,8 +50,8 @@ var (
 	gRerun     = glyph{'R', 8, "re-run unit", "31;1"}
 	gCommit    = glyph{'c', 9, "commit", "32;1"}
 	gLedger    = glyph{'L', 9, "ledger entry", "36"}
-	gMarker    = glyph{'>', 10, "marker", "35;1"}
-	gSnapStart = glyph{'s', 11, "snapshot started", "34"}
+	gMarker    = glyph{'>', 11, "marker", "35;1"}
+	gSnapStart = glyph{'s', 10, "snapshot started", "34"}
 	gSnapDone  = glyph{'S', 12, "snapshot durable", "34;1"}
 	gInFlight  = glyph{'i', 13, "in-flight records kept", "33;1"}
 	gRebuilt   = glyph{'B', 14, "piece rebuilt", "32;1"}
