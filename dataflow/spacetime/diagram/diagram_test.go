@@ -149,7 +149,7 @@ func TestSVGDrawsEachStep(t *testing.T) {
 		if got, want := count(doc, " in-flight records on "), tally(rec, spacetime.InFlight); got != want {
 			t.Errorf("%s: %d in-flight boxes, want %d", name, got, want)
 		}
-		if got, want := count(doc, `stroke-opacity="0.8" marker-end="url(#head`), tally(rec, spacetime.Batch); got != want {
+		if got, want := count(doc, `<line class="batch"`), tally(rec, spacetime.Batch); got != want {
 			t.Errorf("%s: %d batch arrows, want every batch (%d)", name, got, want)
 		}
 		if got, want := count(doc, "<title>crash of worker 1"), 0; tally(rec, spacetime.Crash) == 1 {
@@ -179,7 +179,7 @@ func TestSVGAggregatesManyBatches(t *testing.T) {
 		b.batch(float64(i)/10, "a", "z", 1, false)
 	}
 	doc := renderSVG(b.rec, SVGOptions{}).doc
-	n := count(doc, `stroke-opacity="0.8" marker-end="url(#head)"`)
+	n := count(doc, `<line class="batch"`)
 	if n <= 0 || n > 200 {
 		t.Fatalf("5000 batches drew %d arrows, want them aggregated into at most 200", n)
 	}

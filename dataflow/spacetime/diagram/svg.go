@@ -162,9 +162,9 @@ text.title { font-size: 14px; font-weight: bold; }
 text.band { fill: #222; }
 </style>
 <defs>
-<marker id="head" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="` + colBatch + `"/></marker>
-<marker id="head-replay" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="` + colReplay + `"/></marker>
-<marker id="head-marker" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="` + colMarker + `"/></marker>
+<marker id="head" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="` + colBatch + `"/></marker>
+<marker id="head-replay" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="` + colReplay + `"/></marker>
+<marker id="head-marker" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" markerUnits="userSpaceOnUse" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="` + colMarker + `"/></marker>
 <pattern id="hatch-block" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="` + colBlock + `" fill-opacity="0.25"/><line x1="0" y1="0" x2="0" y2="6" stroke="` + colBlock + `" stroke-width="2"/></pattern>
 <pattern id="hatch-rerun" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)"><rect width="6" height="6" fill="#fbb4ae"/><line x1="0" y1="0" x2="0" y2="6" stroke="` + colBad + `" stroke-width="1"/></pattern>
 <pattern id="hatch-dead" width="8" height="8" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="8" height="8" fill="#f0f0f0"/><line x1="0" y1="0" x2="0" y2="8" stroke="` + colDead + `" stroke-width="1"/></pattern>
@@ -373,18 +373,18 @@ func (d *drawer) drawBatches() {
 		if k.replay {
 			col, head = colReplay, "head-replay"
 		}
-		width := 1.0
+		width, opacity := 1.0, 0.8
 		what := fmt.Sprintf("%d records %s -> %s at %s", g.records, k.from, k.to, fmtMs(g.t))
 		if aggregate {
-			width = 1 + math.Log2(float64(g.n))
+			width, opacity = 1+math.Log2(float64(g.n)), 0.45
 			what = fmt.Sprintf("%d batches, %d records %s -> %s from %s", g.n, g.records, k.from, k.to, fmtMs(g.t))
 		}
 		if k.replay {
 			what = "replayed: " + what
 		}
 		x := d.x(g.t)
-		d.c.raw(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f" stroke-opacity="0.8" marker-end="url(#%s)"><title>%s</title></line>`,
-			x, d.y(fi), x+slant, d.y(ti)-arrowGap(fi, ti), col, width, head, esc(what))
+		d.c.raw(`<line class="batch" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%.1f" stroke-opacity="%.2f" marker-end="url(#%s)"><title>%s</title></line>`,
+			x, d.y(fi), x+slant, d.y(ti)-arrowGap(fi, ti), col, width, opacity, head, esc(what))
 	}
 }
 
