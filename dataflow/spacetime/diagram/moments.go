@@ -109,7 +109,11 @@ func Moments(w io.Writer, rec Recording, width int) error {
 			if s.ev.Rerun {
 				rerun = " RE-RUN"
 			}
-			say(s.from, "%s %d%s on %s until %s", what, s.ev.ID, rerun, laneLabel(m.lanes[s.lane]), fmtMs(s.to))
+			until := "until " + fmtMs(s.to)
+			if s.open && s.to < m.end {
+				until = "cut short at " + fmtMs(s.to) + " by the crash"
+			}
+			say(s.from, "%s %d%s on %s %s", what, s.ev.ID, rerun, laneLabel(m.lanes[s.lane]), until)
 		}
 	}
 	for _, k := range blockOrder {
