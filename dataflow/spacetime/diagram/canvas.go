@@ -21,12 +21,9 @@ func (a box) overlaps(b box) bool {
 	return a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1
 }
 
-// The SVG draws every text in a monospace face, so a label's width is its
-// length times one advance.
-const (
-	fontSize  = 11.0
-	charWidth = fontSize * 0.61
-)
+// fontSize is the SVG's text size. It draws every text in a monospace
+// face, so a label's width is its length times one advance (0.61 em).
+const fontSize = 11.0
 
 func textWidth(s string, size float64) float64 {
 	return float64(utf8.RuneCountInString(s)) * size * 0.61

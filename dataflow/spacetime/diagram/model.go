@@ -274,16 +274,6 @@ func (m *model) crashLanes(e spacetime.Event) []int {
 	return lanes
 }
 
-// dead reports whether lane l is dead at t.
-func (m *model) dead(l int, t time.Duration) bool {
-	for _, s := range m.spans {
-		if s.kind == spanDead && s.lane == l && t > s.from && t < s.to {
-			return true
-		}
-	}
-	return false
-}
-
 // pointName names a recovery point for a label: "point 3", or "the
 // start" for the restore of none.
 func pointName(id int64) string {
