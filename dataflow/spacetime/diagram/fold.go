@@ -32,7 +32,7 @@ func fold(m *model, cols int) folding {
 		active := make([]bool, n)
 		for _, e := range m.events {
 			if e.Kind != spacetime.Batch {
-				active[min(int(e.T/step), n-1)] = true
+				active[min(max(int(e.T/step), 0), n-1)] = true
 			}
 		}
 		var f folding

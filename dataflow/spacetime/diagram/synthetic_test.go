@@ -248,7 +248,8 @@ func randomRecording(r *rand.Rand) Recording {
 	}
 	end := 1 + r.IntN(5000)
 	for range r.IntN(400) {
-		b.at(float64(r.IntN(end*1000))/1000, spacetime.Event{
+		// Now and then before the recorder's start: a clock read early.
+		b.at(float64(r.IntN(end*1000)-r.IntN(2)*r.IntN(1000))/1000, spacetime.Event{
 			Kind: allKinds[r.IntN(len(allKinds))], Lane: laneID(), From: laneID(), To: laneID(),
 			Channel: laneID() + "->" + laneID(), Worker: r.IntN(3) - 1, ID: int64(r.IntN(6)) - 1,
 			Records: int64(r.IntN(50)), Rerun: r.IntN(3) == 0, Replay: r.IntN(3) == 0,
