@@ -148,8 +148,11 @@ func (d *drawer) drawAxis() float64 {
 	// Round ticks first, then finer ones where the scale is zoomed and
 	// their labels fit.
 	coarse := niceStep(time.Duration(float64(d.m.end) * 70 / d.plotW))
-	for _, step := range []time.Duration{coarse, niceStep(coarse / 5)} {
+	for i, step := range []time.Duration{coarse, niceStep(time.Duration(float64(coarse) / d.scale.zoom))} {
 		for t := time.Duration(0); t <= d.m.end && step > 0; t += step {
+			if i > 0 && !d.scale.zoomedAt(t) {
+				continue
+			}
 			x := d.x(t)
 			if c.text(x, y+17, "middle", "axis", trimFloat(float64(t)/float64(unit))) {
 				c.raw(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333" stroke-width="1"/>`, x, y, x, y+5)

@@ -111,3 +111,8 @@ func (s *timeScale) zones() [][2]time.Duration {
 	}
 	return out
 }
+
+// zoomedAt reports whether t lies in a zoomed stretch.
+func (s *timeScale) zoomedAt(t time.Duration) bool {
+	return s.zoom > 1 && t >= 0 && t <= s.end && s.zoomed[s.bin(t)]
+}
