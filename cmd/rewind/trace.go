@@ -69,6 +69,12 @@ events as a timeline, with per-task checkpoint timings).`,
 			if !slices.Contains(traceFormats, format) {
 				return usagef("invalid --format %q: allowed are %s", format, strings.Join(traceFormats, ", "))
 			}
+			if out != "" {
+				// Refused before the run, not after it.
+				if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+					return usagef("invalid --out %s: no directory %s to write it in", out, filepath.Dir(out))
+				}
+			}
 			return f.trace(cmd, traceOutput{format: format, path: out}, stdout, stderr)
 		},
 	}

@@ -113,6 +113,9 @@ func TestTraceFormats(t *testing.T) {
 			}
 		}
 	}
+	if code, _, stderr := rewind(t, "trace", "--out", filepath.Join(dir, "no", "such", "dir", "t.svg")); code != exitUsage || !strings.Contains(stderr, "invalid --out") {
+		t.Errorf("--out in no directory: exit %d, %s", code, stderr)
+	}
 	if code, _, stderr := rewind(t, "trace", "--format", "png"); code != exitUsage || !strings.Contains(stderr, "invalid --format \"png\": allowed are text, svg") {
 		t.Errorf("--format png: exit %d, %s", code, stderr)
 	}
