@@ -17,10 +17,10 @@ demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
 ## bench: every go benchmark once (figures vary on a shared machine: compare ratios within one run),
-## then the executors side by side with one crash each (report in bench-report/)
+## then the standard suite: every executor three times, interleaved, one crash each (results in rewind-bench/)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./...
-	$(GO) run ./cmd/rewind bench --report bench-report
+	$(GO) run ./cmd/rewind bench --repeat 3 --out rewind-bench
 
 build:
 	$(GO) build -o bin/rewind ./cmd/rewind
