@@ -30,14 +30,22 @@ var calibrationTime = CalibrationTime
 // calibration run fails the calibration: without a capacity a load point
 // means nothing.
 func Calibrate(ctx context.Context, p Plan, contestants []Contestant) ([]Capacity, error) {
-	inputs, err := calibrationInputs(p.Config.Inputs)
+	live := p.Config.Inputs
+	if p.Rate > 0 && p.Duration > 0 {
+		live = p.inputs(p.Rate, p.Config.Parallelism)
+	}
+	inputs, err := calibrationInputs(live)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Capacity, 0, len(contestants))
 	for i, c := range contestants {
 		cfg := p.Config
-		cfg.Executor, cfg.Options, cfg.Fails, cfg.Inputs = c.Executor, p.optionsOf(c), nil, inputs
+		opts := p.optionsOf(c)
+		if opts != nil && p.Cadence > 0 {
+			opts = opts.WithCadence(p.Cadence)
+		}
+		cfg.Executor, cfg.Options, cfg.Fails, cfg.Inputs = c.Executor, opts, nil, inputs
 		name := "calibrate-" + strings.ReplaceAll(c.Name(), "/", "-")
 		cfg.Output, cfg.Storage = filepath.Join(p.Scratch, name, "out"), p.storageFor(name)
 		// The run ends when its time is up: the executor stops reading and

@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
-	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/reference"
 )
 
@@ -33,32 +32,9 @@ func (e echo) Workers(cfg run.Config) int { return max(cfg.Parallelism, 1) }
 
 func (e echo) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
 	if e.lossy {
-		for n, src := range env.Sources {
-			env.Sources[n] = droppingSource{src}
-		}
+		runtest.DropFirstRows(env.Sources)
 	}
 	return reference.Executor{}.Run(ctx, env)
-}
-
-type droppingSource struct{ source.Source }
-
-func (s droppingSource) Open(ctx context.Context, i int, pos source.Position, alloc memory.Allocator) (source.Reader, error) {
-	r, err := s.Source.Open(ctx, i, pos, alloc)
-	if err != nil {
-		return nil, err
-	}
-	return droppingReader{r}, nil
-}
-
-type droppingReader struct{ source.Reader }
-
-func (r droppingReader) Next(ctx context.Context, max int) (arrow.RecordBatch, source.Position, error) {
-	b, pos, err := r.Reader.Next(ctx, max)
-	if err != nil || b == nil || b.NumRows() < 2 {
-		return b, pos, err
-	}
-	defer b.Release()
-	return b.NewSlice(1, b.NumRows()), pos, nil
 }
 
 // doublesPlan is a short scenario of test doubles: 500 ms of input at

@@ -63,14 +63,14 @@ func steady(s *report.Series, w window) (f Figures, points int) {
 // them when there are several; a part no recovery measured stays nil.
 func bill(f *Figures, s *report.Summary) {
 	for _, r := range s.Recoveries {
-		f.DetectMs = addF(f.DetectMs, r.DetectMs)
-		f.AcquireMs = addF(f.AcquireMs, r.AcquireMs)
-		f.RestoreMs = addF(f.RestoreMs, r.RestoreMs)
-		f.RestoreBytes = addI(f.RestoreBytes, r.RestoreBytes)
-		f.ReprocessedRecords = addI(f.ReprocessedRecords, r.ReprocessedRecords)
-		f.ReprocessMs = addF(f.ReprocessMs, r.ReprocessMs)
-		f.CatchUpMs = addF(f.CatchUpMs, r.CatchUpMs)
-		f.RecoveredMs = addF(f.RecoveredMs, r.RecoveredMs)
+		f.DetectMs = add(f.DetectMs, r.DetectMs)
+		f.AcquireMs = add(f.AcquireMs, r.AcquireMs)
+		f.RestoreMs = add(f.RestoreMs, r.RestoreMs)
+		f.RestoreBytes = add(f.RestoreBytes, r.RestoreBytes)
+		f.ReprocessedRecords = add(f.ReprocessedRecords, r.ReprocessedRecords)
+		f.ReprocessMs = add(f.ReprocessMs, r.ReprocessMs)
+		f.CatchUpMs = add(f.CatchUpMs, r.CatchUpMs)
+		f.RecoveredMs = add(f.RecoveredMs, r.RecoveredMs)
 		for _, m := range r.Modelled {
 			if !slices.Contains(f.Modelled, m) {
 				f.Modelled = append(f.Modelled, m)
@@ -79,23 +79,6 @@ func bill(f *Figures, s *report.Summary) {
 	}
 	f.DuplicateRows, f.ConflictingRows, f.LostRecords = s.SinkDuplicateRows, s.SinkConflictingRows, s.LostRecords
 	f.WallMs = s.WallMs
-}
-
-// predictedCatchUp is catch-up ≈ outage × rate / (capacity − rate), the
-// outage running from the fault until processing restarts; nil without a
-// capacity above the rate or a restore.
-func predictedCatchUp(s *report.Series, rate, capacity float64) *float64 {
-	if s == nil || capacity <= rate || rate <= 0 || len(s.Phases) == 0 {
-		return nil
-	}
-	var outage float64
-	for _, ph := range s.Phases {
-		if ph.RestoredMs == nil {
-			return nil
-		}
-		outage += *ph.RestoredMs - ph.FaultMs
-	}
-	return ptr(outage * rate / (capacity - rate))
 }
 
 func median(v []float64) float64 {
@@ -110,17 +93,8 @@ func median(v []float64) float64 {
 
 func ptr[T any](v T) *T { return &v }
 
-func addF(sum, v *float64) *float64 {
-	switch {
-	case v == nil:
-		return sum
-	case sum == nil:
-		return ptr(*v)
-	}
-	return ptr(*sum + *v)
-}
-
-func addI(sum, v *int64) *int64 {
+// add is sum + v, where a nil v adds nothing and a nil sum is none yet.
+func add[T int64 | float64](sum, v *T) *T {
 	switch {
 	case v == nil:
 		return sum

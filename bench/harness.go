@@ -285,11 +285,11 @@ func (b *bencher) figures(rr *RunResult, s *report.Summary, rate float64, c Cont
 		w := windowOf(s.Series, msOf(b.Warmup), msOf(b.Duration), faultMs)
 		rr.Figures, rr.PointsBeforeFault = steady(s.Series, w)
 		rr.SteadyState = rr.PointsBeforeFault >= 2
-		if capacity := b.Capacity[c.Name()]; capacity > 0 && rr.SweepPoint != "" {
-			rr.Figures.PredictedCatchUpMs = predictedCatchUp(s.Series, rate, capacity)
-		}
 	}
 	bill(&rr.Figures, s)
+	if capacity := b.Capacity[c.Name()]; capacity > 0 && rr.SweepPoint != "" {
+		rr.Figures.PredictedCatchUp(rate, capacity)
+	}
 }
 
 // doneText is the end of a run's progress line.
@@ -335,6 +335,8 @@ func (b *bencher) reference(ctx context.Context, cfg run.Config) (*sink.Table, e
 		return nil, err
 	}
 	cfg.Executor, cfg.Options, cfg.Fails, cfg.Inputs = exec.Name(), nil, nil, ins
+	// The output does not depend on how fast the sink takes it.
+	cfg.SinkRowsPerSecond = 0
 	cfg.Output = filepath.Join(b.Scratch, fmt.Sprintf("reference-%d", len(b.refs)))
 	b.say("bench: reference run of %s on %s", cfg.Job, key)
 	_, want, err := b.runOnce(ctx, cfg, false)

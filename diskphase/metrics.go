@@ -170,6 +170,10 @@ func (m *metrics) attemptStarted(u UnitID, now time.Time) (rerun bool, rec *reco
 					rs -= *r.Acquire
 				}
 				r.Restore = durPtr(rs)
+				// A lost unit is re-run from its input: nothing is
+				// loaded from storage before it starts.
+				var none int64
+				r.RestoreBytes = &none
 			}
 		}
 	}

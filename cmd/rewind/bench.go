@@ -26,6 +26,7 @@ type benchFlags struct {
 	duration, warmup time.Duration
 	rate             float64
 	repeat           int
+	sweep            string
 }
 
 // benchCadenceFlags are the executors' own cadence flags, which bench
@@ -74,6 +75,7 @@ status is 1 when a run failed or produced a wrong result.`, bench.DefaultFaultCa
 	fl.Float64Var(&f.rate, "rate", bench.DefaultRate, "records/s of the live input (summed over the job's inputs)")
 	fl.DurationVar(&f.warmup, "warmup", bench.DefaultWarmup, "start of the run left out of the figures")
 	fl.IntVar(&f.repeat, "repeat", 1, "runs of every contestant, interleaved, each with the fault moved by a seeded offset within one cadence")
+	addSweepFlag(fl, &f.sweep)
 	fl.StringVar(&f.out, "out", "rewind-bench", "directory for results.json and the other result files")
 	fl.StringVar(&f.scratch, "scratch", "", "directory for outputs and local storage (default: a temporary one, removed afterwards)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the scratch directory (outputs and storage of every run)")
@@ -146,6 +148,17 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("%s: %w", c.Name(), err)}
 		}
 	}
+	killed := []int{0} // the default fault's worker
+	if len(faults.Specs) > 0 || faults.None {
+		killed = nil
+	}
+	for _, s := range faults.Specs {
+		killed = append(killed, s.Worker)
+	}
+	sw, err := parseSweepFlag(f.sweep, killed)
+	if err != nil {
+		return err
+	}
 	var inputs func(float64, int) map[string]string
 	if len(f.inputs) > 0 {
 		given := cfg.Inputs
@@ -170,14 +183,22 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if f.verbose {
 		level = slog.LevelInfo
 	}
-	res, err := bench.Run(cmd.Context(), bench.Plan{
+	plan := bench.Plan{
 		Config: cfg, Contestants: contestants, Faults: faults, Inputs: inputs,
 		Duration: f.duration, Warmup: f.warmup, Cadence: f.checkpointInterval, Rate: f.rate,
 		Repeat: f.repeat, Seed: f.seed, Command: replayCommand(fl), Storage: storage, Scratch: scratch,
 		Executors: executors, Options: f.allOptions(), Alloc: memory.NewGoAllocator(),
 		Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 		Progress: stderr,
-	})
+		Sweep:    sw.name, Points: sw.points,
+	}
+	if sw.name == bench.SweepLoad {
+		if plan.Calibration, err = calibrate(cmd.Context(), plan, contestants); err != nil {
+			return err
+		}
+		plan.Capacity = bench.Capacities(plan.Calibration)
+	}
+	res, err := bench.Run(cmd.Context(), plan)
 	if err != nil {
 		return err
 	}

@@ -8,13 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-
 	"github.com/rewind-engine/rewind/bench"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/reference"
 )
 
@@ -65,31 +62,8 @@ func (lossyExecutor) FailPoints() []string       { return nil }
 func (lossyExecutor) Workers(cfg run.Config) int { return cfg.Parallelism }
 
 func (lossyExecutor) Run(ctx context.Context, env *run.Env) (*report.Summary, error) {
-	for n, src := range env.Sources {
-		env.Sources[n] = droppingSource{src}
-	}
+	runtest.DropFirstRows(env.Sources)
 	return reference.Executor{}.Run(ctx, env)
-}
-
-type droppingSource struct{ source.Source }
-
-func (s droppingSource) Open(ctx context.Context, i int, pos source.Position, alloc memory.Allocator) (source.Reader, error) {
-	r, err := s.Source.Open(ctx, i, pos, alloc)
-	if err != nil {
-		return nil, err
-	}
-	return droppingReader{r}, nil
-}
-
-type droppingReader struct{ source.Reader }
-
-func (r droppingReader) Next(ctx context.Context, max int) (arrow.RecordBatch, source.Position, error) {
-	b, pos, err := r.Reader.Next(ctx, max)
-	if err != nil || b == nil || b.NumRows() < 2 {
-		return b, pos, err
-	}
-	defer b.Release()
-	return b.NewSlice(1, b.NumRows()), pos, nil
 }
 
 // A contestant that loses records makes rewind bench exit 1, and its run
