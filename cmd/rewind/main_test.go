@@ -535,7 +535,7 @@ func TestTraceTellsTheRecovery(t *testing.T) {
 		// The trace's own input at a slower pace: under -race on a loaded
 		// machine a first checkpoint has taken 220 ms, longer than the
 		// default input lasts, and the crash waits for it.
-		code, stdout, stderr := rewind(t, "trace", "--executor", exec, "--input", "gen:records=4000,keys=8,partitions=2,rate=8000,seed=1")
+		code, stdout, stderr := rewind(t, "trace", "--format", "log", "--executor", exec, "--input", "gen:records=4000,keys=8,partitions=2,rate=8000,seed=1")
 		if code != 0 {
 			t.Fatalf("trace --executor %s: exit %d: %s", exec, code, stderr)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,57 +19,99 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
+	"github.com/rewind-engine/rewind/dataflow/spacetime/diagram"
 )
 
-// newTraceCmd runs a tiny job with one crash and tells its story from the
-// executor's own progress events: where the markers went and how long each
-// step of a recovery point took, what was in flight, what the crash cost
-// and what was read again.
+// Trace's own defaults: small steps, so a short run shows several of
+// each. --help shows these, not run's.
+var traceDefaults = map[string]string{
+	"checkpoint-interval": "100ms",
+	"trigger":             "50ms",
+	"job-records":         "20",
+}
+
+// Output formats of trace.
+var traceFormats = []string{"text", "svg", "html", "json", "log"}
+
+// newTraceCmd runs a tiny job with one crash and draws it as a time-space
+// diagram from the executor's own events: one lane per task, time left to
+// right, the batches, markers, snapshots, seams or units, the crash, the
+// restore and the replay.
 func newTraceCmd(stdout, stderr io.Writer) *cobra.Command {
 	f := &runFlags{executor: defaultExecutor, summary: "text"}
+	var format, out string
 	cmd := &cobra.Command{
 		Use:   "trace",
-		Short: "Run a tiny job with one crash and show, step by step, how its executor recovers",
-		Long: `trace runs a small paced input through one executor, kills a worker half-way
-(for recordwise and diskphase not before the first recovery point is
-durable; --fail chooses another crash or none) and prints a timeline built
-from the executor's progress events: for recordwise, every checkpoint with,
-per task, when its marker arrived, how long alignment, the synchronous
-copy and the asynchronous write took, and the in-flight records persisted; for microbatch, every batch with
-its logged offsets and step durations; for diskphase, every finite job with
-its units run and re-run. Then the crash, the recovery point restored and the
-records read again, and whether the result equals the reference executor's.`,
+		Short: "Run a tiny job with one crash and draw how its executor recovers",
+		Long: `trace runs a small paced input (60 records over two partitions) through one
+executor, kills a worker half-way (for recordwise and diskphase not before
+the first recovery point is durable; --fail chooses another crash or none)
+and draws the run as a time-space diagram from the executor's own events:
+one lane per task, time left to right, record batches between lanes,
+markers on every channel they cross, alignment blocking, snapshots started
+and durable, in-flight records kept, recovery points complete or failed,
+micro-batch seams and commits, disk-phase units and their re-runs, lost
+pieces rebuilt, the crash, the restore and the replay. Then whether the
+result equals the reference executor's.
+
+Formats: text (lanes folded to 80 columns, then the key moments and the
+bill), svg, html (the SVG with a caption, self-contained), json (the raw
+lanes and events, times in microseconds), log (the executor's progress
+events as a timeline, with per-task checkpoint timings).`,
 		Example: `  rewind trace                                   # recordwise, unaligned barriers
-  rewind trace --barriers aligned --alignment-timeout 5ms
+  rewind trace --barriers aligned --job join --format svg --out aligned.svg
   rewind trace --executor microbatch --lost-piece-recovery rerun-batch
-  rewind trace --executor diskphase --job windowed-sum --window 100ms`,
+  rewind trace --executor diskphase --format html --out diskphase.html
+  rewind trace --format log                      # the progress events in full`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return f.trace(cmd, stdout, stderr) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(traceFormats, format) {
+				return usagef("invalid --format %q: allowed are %s", format, strings.Join(traceFormats, ", "))
+			}
+			if out != "" {
+				// Refused before the run, not after it.
+				if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+					return usagef("invalid --out %s: no directory %s to write it in", out, filepath.Dir(out))
+				}
+			}
+			return f.trace(cmd, traceOutput{format: format, path: out}, stdout, stderr)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.executor, "executor", f.executor, "recovery model: "+strings.Join(recoveryExecutors(), ", "))
 	fl.StringVar(&f.barriers, "barriers", "unaligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringArrayVar(&f.fails, "fail", nil, "crash to inject (repeatable), or none; default: worker 1 at half the input (recordwise, diskphase: and once the first recovery point is durable)")
+	fl.StringVar(&format, "format", "text", "output: "+strings.Join(traceFormats, ", "))
+	fl.StringVarP(&out, "out", "o", "", "write the output to `FILE` instead of stdout")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log executor details to stderr")
 	f.addJobFlags(fl)
+	for name, v := range traceDefaults {
+		flag := fl.Lookup(name)
+		if err := flag.Value.Set(v); err != nil {
+			panic(err) // a default above that does not parse
+		}
+		flag.DefValue = v
+	}
 	return cmd
 }
 
-// traceInputs is 400 ms of paced input over two partitions: enough for
-// several recovery points, short enough to read, and long enough that a
-// slow machine (or -race) completes the first checkpoint before it ends,
-// which the default crash waits for.
+// traceInputs is 60 records paced over 400 ms in two partitions: few
+// enough that the diagram draws every batch, long enough for several
+// recovery points, and slow enough that a slow machine (or -race)
+// completes the first checkpoint before the input ends, which the default
+// crash waits for.
 func traceInputs(jobName string, seed int64) map[string]string {
 	if jobName == "join" {
 		return map[string]string{
-			job.InputOrders:   fmt.Sprintf("gen:records=2000,keys=50,partitions=2,rate=5000,seed=%d", seed),
-			job.InputPayments: fmt.Sprintf("gen:records=2000,keys=50,partitions=2,rate=5000,seed=%d", seed+1),
+			job.InputOrders:   fmt.Sprintf("gen:records=30,keys=4,partitions=2,rate=75,seed=%d", seed),
+			job.InputPayments: fmt.Sprintf("gen:records=30,keys=4,partitions=2,rate=75,seed=%d", seed+1),
 		}
 	}
-	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=4000,keys=8,partitions=2,rate=10000,seed=%d", seed)}
+	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=60,keys=4,partitions=2,rate=150,seed=%d", seed)}
 }
 
-func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
+func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.Writer) error {
 	exec, ok := executors[f.executor]
 	if !ok || exec.Traits().Reference {
 		return usagef("invalid --executor %q: allowed are %s", f.executor, strings.Join(slices.Sorted(slices.Values(recoveryExecutors())), ", "))
@@ -78,16 +119,6 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	fl := cmd.Flags()
 	if err := checkExecutorFlags(fl, exec.Name()); err != nil {
 		return err
-	}
-	// Small steps, so a short run shows several of them.
-	for name, set := range map[string]func(){
-		"checkpoint-interval": func() { f.checkpointInterval = 100 * time.Millisecond },
-		"trigger":             func() { f.trigger = 50 * time.Millisecond },
-		"job-records":         func() { f.jobRecords = 1000 },
-	} {
-		if !fl.Changed(name) {
-			set()
-		}
 	}
 	dir, err := os.MkdirTemp("", "rewind-trace-")
 	if err != nil {
@@ -144,6 +175,8 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.Close()
+	// The diagram's time counts from here, just before the executor starts.
+	env.Trace = spacetime.NewRecorder(time.Now())
 	s, err := run.Execute(ctx, exec, env)
 	if err != nil {
 		return err
@@ -162,31 +195,18 @@ func (f *runFlags) trace(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	w := stdout
-	fmt.Fprintf(w, "trace: %s on %s", cfg.Job, exec.Name())
-	if v := exec.Traits().Variants; len(v.Values) > 0 && cfg.Options != nil {
-		fmt.Fprintf(w, " (%s %s)", cfg.Options.Variant(), v.Flag)
+	story := traceStory{cfg: cfg, exec: exec, summary: s, rec: diagram.FromRecorder(env.Trace), timeline: tl}
+	if d := got.Diff(want, 5); d != "" {
+		story.diff = d
+	} else {
+		story.rows = len(want.Rows)
 	}
-	fmt.Fprintf(w, ", parallelism %d, input %s\n", cfg.Parallelism, strings.Join(sortedSpecs(cfg.Inputs), " "))
-	if len(cfg.Fails) > 0 {
-		parts := make([]string, len(cfg.Fails))
-		for i, sp := range cfg.Fails {
-			parts[i] = sp.String()
-		}
-		fmt.Fprintf(w, "crash: %s\n", strings.Join(parts, ", "))
-	}
-	fmt.Fprintln(w)
-	for _, ev := range tl.Events() {
-		fmt.Fprint(w, describeEvent(ev))
-	}
-	fmt.Fprintln(w)
-	if err := s.WriteText(w); err != nil {
+	if err := to.write(story, stdout, stderr); err != nil {
 		return err
 	}
-	if d := got.Diff(want, 5); d != "" {
-		return fmt.Errorf("the result differs from the reference executor's:\n%s", d)
+	if story.diff != "" {
+		return fmt.Errorf("the result differs from the reference executor's:\n%s", story.diff)
 	}
-	fmt.Fprintf(w, "result: equals the reference executor's (%d rows)\n", len(want.Rows))
 	if len(s.UnfiredFaults) > 0 {
 		// A trace asked to show a crash that shows none has not done its
 		// job, whatever its result.
@@ -202,82 +222,4 @@ func sortedSpecs(in map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// describeEvent renders one progress event as a few indented lines. Unknown
-// events are shown raw, so nothing an executor reports is hidden.
-func describeEvent(ev report.TimedEvent) string {
-	var b strings.Builder
-	at := fmt.Sprintf("%8.1f ms  ", float64(ev.At.Microseconds())/1000)
-	var e map[string]any
-	_ = json.Unmarshal(ev.Raw, &e)
-	num := func(k string) float64 { v, _ := e[k].(float64); return v }
-	switch ev.Event {
-	case "checkpoint":
-		status, _ := e["status"].(string)
-		fmt.Fprintf(&b, "%scheckpoint %.0f %s: ", at, num("id"), strings.ToUpper(status))
-		// A point whose completion was only noticed at restore has no
-		// timing: the coordinator that would have measured it died.
-		if num("trigger_ms") > 0 || num("duration_ms") > 0 {
-			fmt.Fprintf(&b, "triggered at %.1f ms, took %.1f ms; ", num("trigger_ms"), num("duration_ms"))
-		}
-		fmt.Fprintf(&b, "state %.0f B, in flight %.0f records (%.0f B)", num("state_bytes"), num("in_flight_records"), num("in_flight_bytes"))
-		if r, ok := e["reason"].(string); ok && r != "" {
-			fmt.Fprintf(&b, " (%s)", r)
-		}
-		b.WriteString("\n")
-		tasks, _ := e["tasks"].([]any)
-		for _, t := range tasks {
-			m, _ := t.(map[string]any)
-			f := func(k string) float64 { v, _ := m[k].(float64); return v }
-			mode := "aligned"
-			if u, _ := m["unaligned"].(bool); u {
-				mode = "unaligned"
-			}
-			fmt.Fprintf(&b, "%14s%-10v marker after %5.1f ms, %s in %.2f ms, copy %.2f ms, write %.2f ms, state %.0f B, in flight %.0f records\n",
-				"", m["task"], f("start_delay_ms"), mode, f("alignment_ms"), f("sync_ms"), f("async_ms"), f("state_bytes"), f("in_flight_records"))
-		}
-	case "batch":
-		d, _ := e["durations_ms"].(map[string]any)
-		g := func(k string) float64 { v, _ := d[k].(float64); return v }
-		rerun := ""
-		if r, _ := e["rerun"].(bool); r {
-			rerun = " (RE-RUN)"
-		}
-		fmt.Fprintf(&b, "%sbatch %.0f%s: %.0f rows; offsets logged %.1f ms, run %.1f ms, state %.1f ms, sink %.1f ms, commit logged %.1f ms\n",
-			at, num("batch_id"), rerun, num("input_rows"), g("offsets_log"), g("run"), g("state_commit"), g("sink"), g("commit_log"))
-		srcs, _ := e["sources"].([]any)
-		var ranges []string
-		for _, sv := range srcs {
-			m, _ := sv.(map[string]any)
-			ranges = append(ranges, fmt.Sprintf("%v/%v [%v, %v)", m["input"], m["partition"], m["start_offset"], m["end_offset"]))
-		}
-		if len(ranges) > 0 {
-			fmt.Fprintf(&b, "%14soffsets %s\n", "", strings.Join(ranges, "  "))
-		}
-	case "job_committed":
-		fmt.Fprintf(&b, "%sfinite job %.0f committed: %.0f records, %.0f units run (%.0f re-run), %.0f records re-read, %.0f B materialised in %.0f files\n",
-			at, num("job"), num("records"), num("units_run"), num("units_rerun"), num("records_reread"), num("bytes_materialised"), num("files_materialised"))
-	case "progress":
-		fmt.Fprintf(&b, "%sprogress: %.0f records read, %.0f rows out, %.0f records/s\n",
-			at, num("records_in"), num("rows_out"), num("input_rows_per_second"))
-	case "crash":
-		fmt.Fprintf(&b, "%sCRASH: %v\n", at, e["cause"])
-	case "recovery":
-		from := ""
-		if v, ok := e["from_checkpoint"].(float64); ok {
-			from = fmt.Sprintf(" from checkpoint %.0f", v)
-			if v == 0 {
-				from = " from the start of the input"
-			}
-		}
-		fmt.Fprintf(&b, "%sRECOVERED%s: detect %.1f ms, restore %.1f ms, %.0f records to read again\n",
-			at, from, num("detect_ms"), num("restore_ms"), num("reprocessed_records"))
-	case "lost_pieces":
-		fmt.Fprintf(&b, "%slost pieces (%v): %.0f lost, %.0f rebuilt, %.0f records re-read in %.1f ms\n",
-			at, e["recovery"], num("pieces_lost"), num("pieces_rebuilt"), num("records_reread"), num("rebuild_ms"))
-	default:
-		fmt.Fprintf(&b, "%s%s %s\n", at, ev.Event, ev.Raw)
-	}
-	return b.String()
 }
