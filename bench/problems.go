@@ -43,7 +43,8 @@ func (r *RunResult) Verdict() (ok bool, detail string) {
 
 // Problems are one line per thing that makes a run's figures doubtful or
 // wrong: a failed run, a wrong result, a fault that struck before steady
-// state, a fault that never fired. Empty when there is none.
+// state, a run that did not keep up with its input, a fault that never
+// fired. Empty when there is none.
 func (r *Results) Problems() []string {
 	var out []string
 	for i := range r.Runs {
@@ -61,12 +62,21 @@ func (r *Results) Problems() []string {
 			out = append(out, fmt.Sprintf("%s: not in steady state at the fault: %d recovery point(s) after the warm-up, 2 needed",
 				run.RunName(), run.PointsBeforeFault))
 		}
+		if f := run.Figures.ThroughputRPS; f != nil && run.Rate > 0 && *f < keptUp*run.Rate {
+			out = append(out, fmt.Sprintf("%s: did not keep up before the fault: %.0f of %.0f records/s offered, so its lag grew and catch-up has no steady level to return to",
+				run.RunName(), *f, run.Rate))
+		}
 		if !run.FaultFired() {
 			out = append(out, fmt.Sprintf("%s: the fault %s never fired, so the run has no bill", run.RunName(), run.Fault))
 		}
 	}
 	return out
 }
+
+// keptUp is the share of the offered rate a run must have read in its
+// steady-state window to count as keeping up (the rest is the window's
+// edges and the pace's granularity).
+const keptUp = 0.9
 
 // oneLine keeps a multi-line message to its first line, so a table stays
 // a table; the files have the rest.

@@ -21,6 +21,10 @@ func TestProblemsOnePerLine(t *testing.T) {
 		{Contestant: "unfired", Correct: true, SteadyState: true, Fault: "worker=0,at=5s", FaultAtMs: f(5000),
 			Summary: &report.Summary{UnfiredFaults: []string{"worker=0,at=5s"}}},
 		{Contestant: "no fault", Correct: true},
+		fired(bench.RunResult{Contestant: "slow", Correct: true, SteadyState: true, Rate: 1000,
+			Figures: bench.Figures{ThroughputRPS: f(850)}}),
+		fired(bench.RunResult{Contestant: "steady", Correct: true, SteadyState: true, Rate: 1000,
+			Figures: bench.Figures{ThroughputRPS: f(950)}}),
 	}}
 	got := r.Problems()
 	want := []string{
@@ -28,6 +32,7 @@ func TestProblemsOnePerLine(t *testing.T) {
 		"wrong #2: differs from the reference: 3 rows missing",
 		"early @80% #1: not in steady state at the fault: 1 recovery point(s) after the warm-up, 2 needed",
 		"unfired #1: the fault worker=0,at=5s never fired, so the run has no bill",
+		"slow #1: did not keep up before the fault: 850 of 1000 records/s offered, so its lag grew and catch-up has no steady level to return to",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
