@@ -13,6 +13,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -118,6 +119,7 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 	if c.alloc == nil {
 		c.alloc = memory.DefaultAllocator
 	}
+	declareLanes(env.Trace, topo, opts.parallelism)
 	c.m.lateOffsets = opts.hooks.lateOffsets
 	c.m.noAhead = opts.hooks.noPlanAhead
 	return c, nil
@@ -141,6 +143,9 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		return err
 	}
 	restored := time.Now()
+	if tr := c.env.Trace; tr != nil && (crashed != nil || c.env.Config.Resumed) {
+		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: rp.LastCommitted, Note: "new coordinator"})
+	}
 	c.met.restoredFrom(rp.LastCommitted, c.ends)
 	c.met.recovered(crashed, waited, restoreStart, restored, reprocessed, c.counted.Read()-read)
 	// Events are fed one at a time, in the order they arrive: those the

@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 // newWorker builds worker id: operators restored from ls, the sink writer,
@@ -153,6 +154,7 @@ func (c *coordinator) killWorker(cr *fault.Crash) {
 	// see the death and rebuild at once, and that rebuild must find the
 	// crash to bill (it was missed, leaving a crash without a recovery).
 	r := c.met.crash(fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec), time.Now(), nil)
+	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Crash, Worker: cr.Worker, Note: fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec)})
 	c.recMu.Lock()
 	c.pendingRecoveries = append(c.pendingRecoveries, r)
 	c.recMu.Unlock()
@@ -227,6 +229,16 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	}
 	primary := c.takeRecoveries()
 	c.met.recovered(primary, waited, start, time.Now(), reprocessed, c.counted.Read()-read)
+	if tr := c.env.Trace; tr != nil {
+		note := "replaced the dead workers"
+		if r.Rollback {
+			note = "rolled back to the committed state"
+		}
+		if r.Failed >= 0 {
+			note += fmt.Sprintf("; batch %d runs again", r.Failed)
+		}
+		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: c.committed, Note: note})
+	}
 	return Rebuilt{Now: time.Now()}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
@@ -100,7 +101,7 @@ func traceInputs(jobName string, records, rate int) map[string]string {
 	if jobName == "join" {
 		return map[string]string{"orders": gen(records/2, 1), "payments": gen(records/2, 2)}
 	}
-	return map[string]string{"events": gen(records, 1)}
+	return map[string]string{job.DefaultInput: gen(records, 1)}
 }
 
 // checkReplayMarked: a run that replays input marks batches as replayed

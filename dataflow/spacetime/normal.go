@@ -131,7 +131,10 @@ func line(e Event, onTo bool, keepRecords []string) string {
 	if e.Lane == "" && e.Kind != Batch && e.Kind != Marker {
 		add("worker", fmt.Sprint(e.Worker))
 	}
-	if e.ID != 0 || e.Kind == Restore {
+	switch e.Kind {
+	case Batch, Crash, ReplayStart, ReplayEnd:
+		// no id worth keeping (a batch's is that of its seam, if any)
+	default:
 		add("id", fmt.Sprint(e.ID))
 	}
 	if e.Records != 0 && slices.Contains(keepRecords, e.Kind) {
