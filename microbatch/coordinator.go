@@ -143,6 +143,10 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		return err
 	}
 	restored := time.Now()
+	if crashed != nil && len(crashed.highWater) == len(c.ends) {
+		// Every reader starts again at the committed positions.
+		reprocessed = c.reprocessedRecords(crashed.highWater, func(int) bool { return true }, false)
+	}
 	if tr := c.env.Trace; tr != nil && (crashed != nil || c.env.Config.Resumed) {
 		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: rp.LastCommitted, Note: "new coordinator"})
 	}

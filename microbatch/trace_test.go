@@ -54,3 +54,28 @@ func TestTraceGolden(t *testing.T) {
 		})
 	})
 }
+
+// TestReprocessedCountsTheReadAhead: a worker killed as its readers read
+// ahead (between batches, or inside one) has that input read again by its
+// replacement, and the recovery bills at least those records: everything
+// read beyond the input, which only the crash made anyone read twice.
+func TestReprocessedCountsTheReadAhead(t *testing.T) {
+	for _, recovery := range []string{RecoveryLineage, RecoveryRerunBatch} {
+		sc := &scenario{job: "keyed-count", mode: sink.Idempotent, parallelism: 2,
+			inputs: map[string]string{job.DefaultInput: "gen:records=4000,keys=8,partitions=2,rate=20000,seed=1"},
+			fails:  []fault.Spec{{Worker: 1, AfterRecords: 2000}},
+			opts:   Options{LostPieceRecovery: recovery, Trigger: 20 * time.Millisecond}}
+		o := sc.execute(t)
+		if o.err != nil {
+			t.Fatalf("%s: %v", recovery, o.err)
+		}
+		o.result().Judge(t, recovery)
+		reread := o.summary.RecordsIn - 4000
+		if len(o.summary.Recoveries) != 1 || o.summary.Recoveries[0].ReprocessedRecords == nil {
+			t.Fatalf("%s: recoveries %+v, want one with its reprocessed records", recovery, o.summary.Recoveries)
+		}
+		if got := *o.summary.Recoveries[0].ReprocessedRecords; reread <= 0 || got < reread {
+			t.Errorf("%s: %d records read of a 4000-record input, but %d billed as reprocessed", recovery, o.summary.RecordsIn, got)
+		}
+	}
+}
