@@ -1,7 +1,7 @@
 # rewind: every target works on a fresh clone with only Go installed.
 GO ?= go
 
-.PHONY: test demo bench build lint soak
+.PHONY: test demo bench gobench build lint soak
 
 ## test: gofmt, vet, and the whole suite under -race, with a local S3 server
 test:
@@ -16,11 +16,14 @@ soak:
 demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
-## bench: every go benchmark once (figures vary on a shared machine: compare ratios within one run),
-## then the executors side by side with one crash each (report in bench-report/)
+## bench: the standard suite, about 3 minutes: every executor three times, interleaved, one crash
+## each (results, plots and report.html in rewind-bench/)
 bench:
+	$(GO) run ./cmd/rewind bench --repeat 3 --out rewind-bench
+
+## gobench: every go benchmark once (figures vary on a shared machine: compare ratios within one run)
+gobench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./...
-	$(GO) run ./cmd/rewind bench --report bench-report
 
 build:
 	$(GO) build -o bin/rewind ./cmd/rewind

@@ -31,6 +31,10 @@ type Results struct {
 	Order []string `json:"order"`
 	// Runs are every contestant × repeat × sweep point, in run order.
 	Runs []RunResult `json:"runs"`
+
+	// dir and files are where WriteDir wrote, for WriteTable's last line.
+	dir   string
+	files []string
 }
 
 // Scenario is what every contestant gets: the same job, the same live

@@ -170,6 +170,10 @@ func (m *metrics) attemptStarted(u UnitID, now time.Time) (rerun bool, rec *reco
 					rs -= *r.Acquire
 				}
 				r.Restore = durPtr(rs)
+				// A lost unit is re-run from its input: nothing is
+				// loaded from storage before it starts.
+				var none int64
+				r.RestoreBytes = &none
 			}
 		}
 	}
@@ -260,7 +264,6 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.committed++
-	m.series.Point("finite job", int64(c.Job), report.PointCompleted)
 	m.distinct += c.Records
 	m.lateRows += c.LateRows
 	jm := m.job(c.Job)
@@ -279,6 +282,10 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 		jm.reduceMs = ms(jm.reduceAt, jm.commitAt)
 	}
 	jm.commitMs = ms(jm.commitAt, now)
+	// A finite job's duration as a recovery point is from its input being
+	// cut (the map phase's end: its reading lasts the job interval) to
+	// its commit, as a checkpoint's runs from its trigger to durable.
+	m.series.PointTook("finite job", int64(c.Job), report.PointCompleted, time.Duration(ms(phaseEnd, now)*float64(time.Millisecond)))
 	for _, rec := range m.recoveries {
 		if rec.commitJob == c.Job {
 			rec.commitJob = -1

@@ -26,6 +26,17 @@ func (Options) Variant() string { return "" }
 // WithVariant implements run.Options.
 func (o Options) WithVariant(string) run.Options { return o }
 
+// Cadence implements run.Options: the finite-job interval (0 when jobs
+// are cut by records or not at all).
+func (o Options) Cadence() time.Duration { return o.JobInterval }
+
+// WithCadence implements run.Options: finite jobs of d of input each, by
+// time (a records range would conflict, so it is cleared).
+func (o Options) WithCadence(d time.Duration) run.Options {
+	o.JobInterval, o.JobRecords = d, 0
+	return o
+}
+
 // Fixed implements run.Options: a run's units are cut from its
 // parallelism and finite-job range (the run plan), so a resume keeps them.
 func (o Options) Fixed(cfg run.Config) map[string]string {

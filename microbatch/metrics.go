@@ -265,7 +265,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.committed++
-	m.series.Point("batch", b.batch, report.PointCompleted)
+	m.series.PointTook("batch", b.batch, report.PointCompleted, b.total)
 	m.committedRows += b.inputRows
 	m.lateRows += b.lateRows
 	m.steps.n++

@@ -193,6 +193,15 @@ func (Options) Variant() string { return "" }
 // WithVariant implements run.Options.
 func (o Options) WithVariant(string) run.Options { return o }
 
+// Cadence implements run.Options: the trigger interval.
+func (o Options) Cadence() time.Duration { return o.Trigger }
+
+// WithCadence implements run.Options: the options triggering a batch every d.
+func (o Options) WithCadence(d time.Duration) run.Options {
+	o.Trigger = d
+	return o
+}
+
 // Fixed implements run.Options: a resumed run may change every setting.
 func (Options) Fixed(run.Config) map[string]string { return nil }
 

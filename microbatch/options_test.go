@@ -23,3 +23,16 @@ func TestOptionsResolveFlagsUnderTheExecutors(t *testing.T) {
 		t.Fatalf("microbatch fixes %v on a resume, want nothing", f)
 	}
 }
+
+// For microbatch the cadence bench gives is the trigger interval.
+func TestWithCadenceSetsTheTrigger(t *testing.T) {
+	o := Options{Trigger: 100 * time.Millisecond, MaxBatchRecords: 9}.WithCadence(750 * time.Millisecond)
+	got := o.(Options)
+	if o.Cadence() != 750*time.Millisecond || got.Trigger != 750*time.Millisecond || got.MaxBatchRecords != 9 {
+		t.Fatalf("WithCadence(750ms): %+v, cadence %s; want trigger 750ms, the rest kept", got, o.Cadence())
+	}
+	r, err := got.resolve(run.Config{Parallelism: 1, Options: Options{Trigger: time.Second}})
+	if err != nil || r.trigger != 750*time.Millisecond {
+		t.Fatalf("resolved %+v, %v: the cadence must win over the flags' trigger", r, err)
+	}
+}

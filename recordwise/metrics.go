@@ -302,7 +302,7 @@ func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, 
 		o.aborted++
 	}
 	o.report.History = append(o.report.History, cs)
-	o.series.Point("checkpoint", int64(cs.ID), cs.Status)
+	o.series.PointTook("checkpoint", int64(cs.ID), cs.Status, time.Duration(cs.DurationMs*float64(time.Millisecond)))
 	o.writeCheckpointEvent(cs)
 	if cs.Status == "completed" {
 		o.progressLine(time.Now())

@@ -2,6 +2,7 @@ package recordwise
 
 import (
 	"cmp"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
 )
@@ -18,6 +19,15 @@ func (o Options) Variant() string { return cmp.Or(o.Barriers, barrierAligned) }
 // WithVariant implements run.Options: the options with barrier mode v.
 func (o Options) WithVariant(v string) run.Options {
 	o.Barriers = v
+	return o
+}
+
+// Cadence implements run.Options: the checkpoint interval.
+func (o Options) Cadence() time.Duration { return o.CheckpointInterval }
+
+// WithCadence implements run.Options: the options checkpointing every d.
+func (o Options) WithCadence(d time.Duration) run.Options {
+	o.CheckpointInterval = d
 	return o
 }
 

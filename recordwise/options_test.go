@@ -26,3 +26,16 @@ func TestOptionsMergeFlagsUnderTheExecutors(t *testing.T) {
 		t.Fatalf("traits %+v", tr)
 	}
 }
+
+// bench gives every contestant one cadence: for recordwise it is the
+// checkpoint interval, and setting it keeps the barrier mode.
+func TestWithCadenceSetsTheCheckpointInterval(t *testing.T) {
+	o := Options{Barriers: barrierUnaligned, CheckpointInterval: time.Second}.WithCadence(250 * time.Millisecond)
+	got := o.(Options)
+	if o.Cadence() != 250*time.Millisecond || got.CheckpointInterval != 250*time.Millisecond || o.Variant() != barrierUnaligned {
+		t.Fatalf("WithCadence(250ms): %+v, cadence %s; want the interval 250ms and unaligned barriers kept", got, o.Cadence())
+	}
+	if c := (Options{}).Cadence(); c != 0 {
+		t.Fatalf("unset options: cadence %s, want 0", c)
+	}
+}

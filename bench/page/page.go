@@ -25,6 +25,9 @@ type Report struct {
 	Tables   []Table
 	Figures  []Figure
 	Verdicts []Verdict
+	// Problems are lines shown under the verdict line, each a thing that
+	// makes some figure doubtful (a wrong run, a fault that never fired).
+	Problems []string
 	// HowToRead are short paragraphs explaining the figures.
 	HowToRead []string
 }
@@ -111,9 +114,18 @@ func Render(w io.Writer, r Report) error {
 	return nil
 }
 
-// numeric cells are right-aligned so columns of figures line up.
+// numeric cells are right-aligned so columns of figures line up: a
+// number, possibly with a %, a k/M/G/T multiplier, or a bracketed range
+// after it ("412 (380–450)"), or the not-measured dash.
 func numeric(s string) bool {
-	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%"))
+	s = strings.TrimSpace(s)
+	if s == "—" {
+		return true
+	}
+	if i := strings.Index(s, " ("); i > 0 && strings.HasSuffix(s, ")") {
+		s = s[:i]
+	}
+	s = strings.TrimRight(s, "%kMGT")
 	_, err := strconv.ParseFloat(s, 64)
 	return err == nil
 }
@@ -133,11 +145,11 @@ table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.92em}
 caption{text-align:left;font-weight:600;padding:.3em 0}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
 th{background:#f2f2f2}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 table.kv th{width:14em}
 .sections{display:flex;flex-wrap:wrap;gap:0 2em}
 figure{margin:1.5em 0}
-figure svg{max-width:100%;height:auto;display:block;border:1px solid #eee}
+figure svg{width:100%;height:auto;display:block;border:1px solid #eee}
 figcaption{color:#444;font-size:.92em;margin-top:.3em}
 .ok{color:#006d4f;font-weight:600}
 .bad{color:#b23c00;font-weight:600}
@@ -148,6 +160,9 @@ figcaption{color:#444;font-size:.92em;margin-top:.3em}
 <h1>{{.Title}}</h1>
 {{with .Subtitle}}<p class="sub">{{.}}</p>{{end}}
 {{if .Verdicts}}<p>{{if .Failed}}<span class="bad">{{.Failed}} of {{len .Verdicts}} runs differ from the reference.</span>{{else}}<span class="ok">All {{len .Verdicts}} runs equal the reference.</span>{{end}}</p>{{end}}
+{{with .Problems}}<ul class="problems">
+{{range .}}<li class="note">{{.}}</li>
+{{end}}</ul>{{end}}
 {{with .Sections}}<div class="sections">
 {{range .}}<div>
 <h2>{{.Title}}</h2>

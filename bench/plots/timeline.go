@@ -177,6 +177,16 @@ func addLine(p *plot.Plot, pts plotter.XYs, sty draw.LineStyle) (*plotter.Line, 
 	}
 	l.LineStyle = sty
 	p.Add(l)
+	if len(pts) == 1 {
+		// A lone bucket (rows made visible only at a batch or job commit)
+		// is no line at all: draw it as a dot.
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle = draw.GlyphStyle{Color: sty.Color, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
+		p.Add(s)
+	}
 	return l, nil
 }
 

@@ -22,7 +22,9 @@ func TestAnotherExecutorsFlagIsAUsageError(t *testing.T) {
 		{[]string{"run", "--executor", "reference", "--acquire-delay", "1s"}, "invalid --acquire-delay: it applies to diskphase and microbatch and recordwise only"},
 		{[]string{"trace", "--executor", "microbatch", "--barriers", "aligned"}, "invalid --barriers: it applies to recordwise only, not to --executor microbatch"},
 		{[]string{"trace", "--executor", "diskphase", "--trigger", "5ms"}, "invalid --trigger: it applies to microbatch only"},
-		{[]string{"bench", "--executors", "microbatch,diskphase", "--checkpoint-interval", "5ms"}, "invalid --checkpoint-interval: it applies to recordwise only, not to any of --executors microbatch,diskphase"},
+		{[]string{"bench", "--executors", "microbatch,diskphase", "--alignment-timeout", "5ms"}, "invalid --alignment-timeout: it applies to recordwise only, not to any of --executors microbatch,diskphase"},
+		{[]string{"bench", "--executors", "microbatch,diskphase", "--trigger", "5ms"}, "invalid --trigger: bench gives every contestant the same cadence; use --checkpoint-interval"},
+		{[]string{"bench", "--executors", "diskphase", "--job-records", "50"}, "invalid --job-records: bench gives every contestant the same cadence"},
 	}
 	for _, c := range cases {
 		code, stdout, stderr := rewind(t, c.args...)

@@ -84,7 +84,9 @@ after a crash.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
-	root.AddCommand(newRunCmd(stdout, stderr), newBenchCmd(stdout, stderr), newTraceCmd(stdout, stderr), newInspectCmd())
+	benchCmd := newBenchCmd(stdout, stderr)
+	benchCmd.AddCommand(newBenchCompareCmd(stdout))
+	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd())
 	return root
 }
 

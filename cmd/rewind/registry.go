@@ -81,10 +81,18 @@ func executorFlags() map[string][]string {
 // executors named (the run's, or bench's contestants), naming the
 // executors it does belong to.
 func checkExecutorFlags(fl *pflag.FlagSet, names ...string) error {
+	return checkExecutorFlagsExcept(fl, nil, names...)
+}
+
+// checkExecutorFlagsExcept is checkExecutorFlags for a command that gives
+// the flags in except to every executor (bench's --checkpoint-interval).
+func checkExecutorFlagsExcept(fl *pflag.FlagSet, except []string, names ...string) error {
 	owners := map[string][]string{}
 	for exec, flags := range executorFlags() {
 		for _, flag := range flags {
-			owners[flag] = append(owners[flag], exec)
+			if !slices.Contains(except, flag) {
+				owners[flag] = append(owners[flag], exec)
+			}
 		}
 	}
 	for _, flag := range slices.Sorted(maps.Keys(owners)) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,6 +50,7 @@ type runFlags struct {
 	storageTimeout               time.Duration
 	detectDelay, acquireDelay    time.Duration
 	jobInterval                  time.Duration
+	sinkThrottle                 float64
 	lostPieceRecovery            string
 	resume                       string
 	// noFails: --fail none, no crash (bench and trace have a default one;
@@ -100,6 +102,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.inputs, "input", nil, "input source SPEC, or NAME=SPEC for jobs with several inputs (gen:…, file:PATH, push:…); default: generated")
 	fl.StringVar(&f.outputFormat, "output-format", "parquet", "output file format: parquet, csv")
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
+	fl.Float64Var(&f.sinkThrottle, "sink-throttle", 0, "`ROWS/S`: the sink takes at most this many rows a second, shared by every writer, as a slow destination would (0 = unthrottled)")
 	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
 	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")
 	fl.DurationVar(&f.storageTimeout, "storage-timeout", storage.DefaultCallTimeout, fmt.Sprintf("S3: a storage call making no progress this long fails; the run waits for storage that stopped answering up to %dx this, then fails", storage.OutageCalls))
@@ -163,6 +166,9 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 			return cfg, nil, usagef("invalid %s %s: must not be negative", name, d)
 		}
 	}
+	if !(f.sinkThrottle >= 0) || math.IsInf(f.sinkThrottle, 0) {
+		return cfg, nil, usagef("invalid --sink-throttle %v: rows per second, 0 (unthrottled) or more", f.sinkThrottle)
+	}
 	if f.cpTimeout <= 0 {
 		return cfg, nil, usagef("invalid --checkpoint-timeout %s: must be positive", f.cpTimeout)
 	}
@@ -195,7 +201,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	cfg = run.Config{
 		Job: f.job, Executor: f.executor,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
-		Seed: f.seed, DetectDelay: f.detectDelay, AcquireDelay: f.acquireDelay,
+		Seed: f.seed, DetectDelay: f.detectDelay, AcquireDelay: f.acquireDelay, SinkRowsPerSecond: f.sinkThrottle,
 		Params: job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}
 	if exec != nil { // bench sets each contestant's

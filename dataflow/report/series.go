@@ -1,5 +1,7 @@
 package report
 
+import "github.com/HdrHistogram/hdrhistogram-go"
+
 // Series is a run over time, in fixed buckets: what the live input offered,
 // what the run read and made visible, how far it fell behind, the
 // end-to-end latency of what became visible in each bucket, the recovery
@@ -39,6 +41,11 @@ type Bucket struct {
 	// Latency of the rows made visible within the bucket, in ms; nil when
 	// none became visible.
 	Latency *Latency `json:"latency_ms"`
+	// Hist is the histogram Latency was read from (µs), kept so a window
+	// of buckets gets its percentiles by merging (LatencyBetween) rather
+	// than by averaging percentiles; nil when none became visible or the
+	// series was recorded without latency.
+	Hist *hdrhistogram.Histogram `json:"-"`
 }
 
 // SeriesEvent is a recovery point (checkpoint, batch, finite job) or a
@@ -49,6 +56,9 @@ type SeriesEvent struct {
 	ID   int64   `json:"id"`
 	// Status is "completed", "failed" or "aborted" for recovery points.
 	Status string `json:"status,omitempty"`
+	// DurationMs is how long the recovery point took, as its executor
+	// measures it; nil when not told.
+	DurationMs *float64 `json:"duration_ms,omitempty"`
 }
 
 // Phase is one crash's boundaries: the fault, when it was detected (after

@@ -53,7 +53,6 @@ type SeriesRecorder struct {
 	// not offered in this run.
 	sumBaseUnpaced int64
 	events         []SeriesEvent
-	faults         []float64
 	hists          map[int]*hdrhistogram.Histogram
 	pool           []*hdrhistogram.Histogram
 	newestLat      int
@@ -64,6 +63,7 @@ type bucketAcc struct {
 	// At the bucket's end.
 	pos, hwUnpaced, baseUnpaced int64
 	latency                     *Latency
+	hist                        *hdrhistogram.Histogram
 }
 
 type seriesPart struct {
@@ -313,9 +313,13 @@ func (r *SeriesRecorder) reduce(last int) {
 			continue
 		}
 		r.acc[i].latency = histLatency(h)
-		h.Reset()
-		r.pool = append(r.pool, h)
 		delete(r.hists, i)
+		if h.TotalCount() > 0 {
+			// Kept for LatencyBetween, so not reused.
+			r.acc[i].hist = h
+			continue
+		}
+		r.pool = append(r.pool, h)
 	}
 }
 
@@ -338,25 +342,15 @@ func (r *SeriesRecorder) Point(kind string, id int64, status string) {
 	r.events = append(r.events, SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status})
 }
 
-// Fault notes a crash or lost file reported now (its progress event
-// arriving), for recoveries whose bill has no at_ms (FaultsMs).
-func (r *SeriesRecorder) Fault() {
+// PointTook is Point with the recovery point's duration d.
+func (r *SeriesRecorder) PointTook(kind string, id int64, status string, d time.Duration) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.faults = append(r.faults, Millis(r.now().Sub(r.start)))
-}
-
-// FaultsMs are the moments Fault was called, ms since the start.
-func (r *SeriesRecorder) FaultsMs() []float64 {
-	if r == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]float64(nil), r.faults...)
+	ms := Millis(d)
+	r.events = append(r.events, SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status, DurationMs: &ms})
 }
 
 // Series is what was recorded up to end: buckets up to the one holding
@@ -385,7 +379,7 @@ func (r *SeriesRecorder) Series(end time.Time) *Series {
 		o := r.offered(bEnd, a.hwUnpaced)
 		grown := o - a.baseUnpaced // where an unpaced feed began is not offered here
 		s.Buckets[i] = Bucket{TMs: float64(i * SeriesBucketMs), Offered: max(0, grown-prev), Processed: a.processed,
-			Reread: a.reread, Lag: max(0, o-a.pos), Visible: a.visible, Latency: a.latency}
+			Reread: a.reread, Lag: max(0, o-a.pos), Visible: a.visible, Latency: a.latency, Hist: a.hist}
 		prev = grown
 	}
 	return s

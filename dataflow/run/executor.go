@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/report"
 )
@@ -75,6 +76,12 @@ type Options interface {
 	Variant() string
 	// WithVariant is the options with variant v selected.
 	WithVariant(v string) Options
+	// Cadence is the time between recovery points the options ask for
+	// (recordwise: checkpoint interval; microbatch: trigger; diskphase:
+	// finite-job interval); 0 when they set none. WithCadence is the
+	// options with it set to d: bench gives every contestant the same one.
+	Cadence() time.Duration
+	WithCadence(d time.Duration) Options
 	// Fixed are the settings a resumed run of cfg must keep, as flag
 	// (with "--") and value: what the run's recovery points were cut
 	// from. The run record keeps them (runrecord.Record.Fixed).

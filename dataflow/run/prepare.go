@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -166,9 +165,13 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 	if env.Sink, err = sink.Open(cfg.Output, cfg.SinkMode, cfg.OutputFormat, j.Output, alloc); err != nil {
 		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
 	}
+	if err := sink.Throttle(env.Sink, cfg.SinkRowsPerSecond); err != nil {
+		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
+	}
 	if withStore {
 		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
-			return nil, fmt.Errorf("storage %s: %w", cfg.Storage, err)
+			// storage.Open's errors name the location already.
+			return nil, err
 		}
 	}
 	ok = true
@@ -185,8 +188,10 @@ func Execute(ctx context.Context, exec Executor, env *Env) (*report.Summary, err
 	// Every run keeps its progress history for the summary; the events
 	// still reach the --progress destination, if there is one.
 	hist := report.NewHistory(env.Config.Progress)
-	env.Series = report.NewSeriesRecorder(time.Now(), cfg.Series)
-	env.Config.Progress = io.MultiWriter(watchFaults(env.Series), hist)
+	// The series counts from the run's start, the moment timed kills and
+	// the bill's at_ms count from, so its buckets and the fault agree.
+	env.Series = report.NewSeriesRecorder(env.Begin(), cfg.Series)
+	env.Config.Progress = hist
 	undo := recordSources(env, env.Series)
 	s, err := exec.Run(ctx, env)
 	undo()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/runrecord"
@@ -81,8 +82,10 @@ type cutOptions struct {
 	fixed    bool
 }
 
-func (cutOptions) Variant() string              { return "" }
-func (o cutOptions) WithVariant(string) Options { return o }
+func (cutOptions) Variant() string                     { return "" }
+func (o cutOptions) WithVariant(string) Options        { return o }
+func (cutOptions) Cadence() time.Duration              { return 0 }
+func (o cutOptions) WithCadence(time.Duration) Options { return o }
 func (o cutOptions) Fixed(cfg Config) map[string]string {
 	if !o.fixed {
 		return nil

@@ -38,8 +38,12 @@ type Config struct {
 	Output       string
 	OutputFormat sink.Format
 	SinkMode     sink.Mode
-	Storage      string
-	S3Endpoint   string
+	// SinkRowsPerSecond throttles the sink (sink.Throttle): every
+	// executor's writers together take at most this many rows a second,
+	// a destination slower than the engine; 0 = unthrottled.
+	SinkRowsPerSecond float64
+	Storage           string
+	S3Endpoint        string
 	// StorageTimeout is how long one storage call may make no progress
 	// before it fails as unreachable (0 = storage.DefaultCallTimeout), and
 	// StorageOutageLimit how long a run waits for storage that stopped

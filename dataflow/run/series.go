@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -34,16 +33,6 @@ func recordSources(env *Env, rec *report.SeriesRecorder) (undo func()) {
 	}
 	env.Sources = wrapped
 	return func() { env.Sources = orig }
-}
-
-// watchFaults is a progress destination that tells rec of every crash and
-// lost file as its event arrives.
-func watchFaults(rec *report.SeriesRecorder) io.Writer {
-	return report.NewEventWriter(func(event string, _ []byte) {
-		if event == "crash" || event == "file_lost" {
-			rec.Fault()
-		}
-	})
 }
 
 // Records forwards source.Sized (0: not known).
@@ -83,20 +72,6 @@ func (r *recordedReader) Close() error {
 // billSeries measures the series-derived part of s's recoveries from what
 // rec recorded up to end, and keeps the series in s when cfg asks for it.
 func billSeries(cfg Config, rec *report.SeriesRecorder, s *report.Summary, end time.Time) {
-	// An executor whose bill does not say when each crash happened is
-	// timed by its crash events' arrival, in the same order, when they
-	// match one for one.
-	var untimed []int
-	for i, r := range s.Recoveries {
-		if r.AtMs == nil && r.Cause != report.CauseProcessDied {
-			untimed = append(untimed, i)
-		}
-	}
-	if faults := rec.FaultsMs(); len(untimed) > 0 && len(untimed) == len(faults) {
-		for k, i := range untimed {
-			s.Recoveries[i].AtMs = &faults[k]
-		}
-	}
 	series := rec.Series(end)
 	report.BillSeries(series, s.Recoveries)
 	if cfg.Series {

@@ -56,7 +56,7 @@ func Open(dir string, mode Mode, format Format, layout Layout, alloc memory.Allo
 			return nil, fmt.Errorf("clearing what a killed writer left: %w", err)
 		}
 	}
-	b := &base{dir: dir, format: format, shape: sh, alloc: alloc, live: map[*writerBase]struct{}{}}
+	b := &base{dir: dir, format: format, shape: sh, alloc: alloc, live: map[*writerBase]struct{}{}, done: make(chan struct{})}
 	switch mode {
 	case Append:
 		return newAppendSink(b), nil
@@ -131,6 +131,11 @@ type base struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[*writerBase]struct{}
+
+	// pace is the --sink-throttle limit (see Throttle); done is closed
+	// with the sink, ending the writers' throttle waits.
+	pace pacer
+	done chan struct{}
 }
 
 // newWriterBase registers a writer for subtask/attempt, or fails when the
@@ -144,7 +149,7 @@ func (b *base) newWriterBase(subtask, attempt int) (*writerBase, error) {
 	if b.closed {
 		return nil, fmt.Errorf("output %s: sink is closed", b.dir)
 	}
-	w := &writerBase{sink: b, subtask: subtask, attempt: attempt}
+	w := &writerBase{sink: b, subtask: subtask, attempt: attempt, stop: make(chan struct{})}
 	b.live[w] = struct{}{}
 	return w, nil
 }
@@ -158,6 +163,7 @@ func (b *base) closeWriters() (already bool) {
 		return true
 	}
 	b.closed = true
+	close(b.done)
 	ws := make([]*writerBase, 0, len(b.live))
 	for w := range b.live {
 		ws = append(ws, w)
@@ -188,6 +194,10 @@ type writerBase struct {
 	sink    *base
 	subtask int
 	attempt int
+
+	// stop is closed when the writer is, ending a throttle wait.
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	mu     sync.Mutex
 	closed bool
@@ -251,6 +261,8 @@ func (w *writerBase) columnsOf(batch arrow.RecordBatch) ([]*array.Int64, error) 
 // Write buffers rows of epoch; every mode writes the same way and differs
 // only in what Flush does with the buffers.
 func (w *writerBase) Write(epoch int64, batch arrow.RecordBatch) error {
+	// Outside the lock: a Close must not wait for a throttled Write.
+	w.throttle(batch.NumRows())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buffer(epoch, batch)
@@ -320,6 +332,7 @@ func (w *writerBase) dropLocked() {
 
 // close drops the writer and its unflushed rows.
 func (w *writerBase) close() error {
+	w.stopOnce.Do(func() { close(w.stop) })
 	w.mu.Lock()
 	w.closed = true
 	w.dropLocked()

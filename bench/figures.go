@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"slices"
+
+	"github.com/rewind-engine/rewind/dataflow/report"
+)
+
+// window is the part of a run the steady-state figures come from: from
+// the end of the warmup to the fault (to the end of the run without one).
+type window struct{ fromMs, toMs float64 }
+
+// windowOf is the steady-state window of a run with series s: warmupMs on,
+// up to faultMs (nil: no fault), or to the end of the live input
+// (inputMs; 0: not known) or of the series, whichever comes first: what a
+// contestant does after the input has ended is not its steady state.
+func windowOf(s *report.Series, warmupMs, inputMs float64, faultMs *float64) window {
+	w := window{fromMs: warmupMs}
+	if n := len(s.Buckets); n > 0 {
+		w.toMs = s.Buckets[n-1].TMs + s.BucketMs
+	}
+	if inputMs > 0 {
+		w.toMs = min(w.toMs, inputMs)
+	}
+	if faultMs != nil {
+		w.toMs = min(w.toMs, *faultMs)
+	}
+	return w
+}
+
+// steady are the figures of a window: throughput of first reads, the
+// latency of what became visible (histograms merged), the median duration
+// of the recovery points completed in it and how many completed.
+func steady(s *report.Series, w window) (f Figures, points int) {
+	var read int64
+	var covered float64
+	for _, b := range s.Buckets {
+		if s.InWindow(b, w.fromMs, w.toMs) {
+			read += b.Processed - b.Reread
+			covered += s.BucketMs
+		}
+	}
+	if covered > 0 {
+		f.ThroughputRPS = ptr(float64(read) / (covered / 1000))
+	}
+	if l := s.LatencyBetween(w.fromMs, w.toMs); l != nil {
+		f.LatencyP50Ms, f.LatencyP99Ms, f.LatencyMaxMs = ptr(l.P50), ptr(l.P99), ptr(l.Max)
+	}
+	pts := s.PointsBetween(w.fromMs, w.toMs)
+	var durs []float64
+	for _, d := range pts {
+		if d != nil {
+			durs = append(durs, *d)
+		}
+	}
+	if len(durs) > 0 {
+		f.CheckpointMs = ptr(median(durs))
+	}
+	return f, len(pts)
+}
+
+// bill adds the recovery bill of the run's recoveries to f, summed over
+// them when there are several; a part no recovery measured stays nil.
+func bill(f *Figures, s *report.Summary) {
+	for _, r := range s.Recoveries {
+		f.DetectMs = add(f.DetectMs, r.DetectMs)
+		f.AcquireMs = add(f.AcquireMs, r.AcquireMs)
+		f.RestoreMs = add(f.RestoreMs, r.RestoreMs)
+		f.RestoreBytes = add(f.RestoreBytes, r.RestoreBytes)
+		f.ReprocessedRecords = add(f.ReprocessedRecords, r.ReprocessedRecords)
+		f.ReprocessMs = add(f.ReprocessMs, r.ReprocessMs)
+		f.CatchUpMs = add(f.CatchUpMs, r.CatchUpMs)
+		f.RecoveredMs = add(f.RecoveredMs, r.RecoveredMs)
+		for _, m := range r.Modelled {
+			if !slices.Contains(f.Modelled, m) {
+				f.Modelled = append(f.Modelled, m)
+			}
+		}
+	}
+	f.DuplicateRows, f.ConflictingRows, f.LostRecords = s.SinkDuplicateRows, s.SinkConflictingRows, s.LostRecords
+	f.WallMs = s.WallMs
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// add is sum + v, where a nil v adds nothing and a nil sum is none yet.
+func add[T int64 | float64](sum, v *T) *T {
+	switch {
+	case v == nil:
+		return sum
+	case sum == nil:
+		return ptr(*v)
+	}
+	return ptr(*sum + *v)
+}
