@@ -76,6 +76,9 @@ func (x *execution) tracef(ev traceEvent) {
 		ev.At = time.Now()
 		x.trace(ev)
 	}
+	if tr := x.env.Trace; tr != nil {
+		record(tr, ev)
+	}
 }
 
 // coordinator is one coordinator incarnation: the I/O loop around the

@@ -164,6 +164,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),
 			stateful: topo.stateful, mode: plan.Mode, perSplit: plan.PerSplit, maxDisorder: plan.MaxDisorder},
 	}
+	declareLanes(env.Trace, p)
 	if cfg.Resumed {
 		x.processDied = x.met.processDied()
 	}

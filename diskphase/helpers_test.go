@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -65,6 +66,8 @@ type scenario struct {
 	// onTrace sees every trace event, in the coordinator's goroutine (or a
 	// unit's, for none of the kinds used here), with the store.
 	onTrace func(ev traceEvent, st storage.Store, x *execution)
+	// spacetime, if set, records the run's time-space events.
+	spacetime *spacetime.Recorder
 }
 
 type outcome struct {
@@ -127,6 +130,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
+	env.Trace = sc.spacetime
 	o := &outcome{env: env}
 	var mu sync.Mutex
 	e := Executor{RunID: sc.runID, ReadBatchRows: sc.readBatch,

@@ -13,6 +13,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -121,6 +122,7 @@ func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, 
 	if c.alloc == nil {
 		c.alloc = memory.DefaultAllocator
 	}
+	declareLanes(env.Trace, topo, opts.parallelism)
 	c.m.lateOffsets = opts.hooks.lateOffsets
 	c.m.noAhead = opts.hooks.noPlanAhead
 	return c, nil
@@ -144,6 +146,13 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		return err
 	}
 	restored := time.Now()
+	if crashed != nil && len(crashed.highWater) == len(c.ends) {
+		// Every reader starts again at the committed positions.
+		reprocessed = c.reprocessedRecords(crashed.highWater, func(int) bool { return true }, false)
+	}
+	if tr := c.env.Trace; tr != nil && (crashed != nil || c.env.Config.Resumed) {
+		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: rp.LastCommitted, Note: "new coordinator"})
+	}
 	c.met.restoredFrom(rp.LastCommitted, c.ends)
 	c.met.recovered(crashed, waited, restoreStart, restored, reprocessed, c.counted.Read()-read)
 	// Events are fed one at a time, in the order they arrive: those the

@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 var (
@@ -59,6 +60,8 @@ type scenario struct {
 	resumed bool
 	// detect and acquire are the modelled replacement delays.
 	detect, acquire time.Duration
+	// trace, if set, records the run's time-space events.
+	trace *spacetime.Recorder
 }
 
 type outcome struct {
@@ -115,6 +118,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	if sc.ledger != nil {
 		env.Sink = &recordingSink{Sink: env.Sink, ledger: sc.ledger, cols: sink.ColumnNames(env.Job.Output.Schema), dedup: sc.dedup}
 	}
+	env.Trace = sc.trace
 	o := &outcome{env: env, faults: env.Faults}
 	o.summary, o.err = Executor{Options: sc.opts}.Run(ctx, env)
 	if o.err == nil {

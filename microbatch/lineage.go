@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/lineage"
 )
 
@@ -266,6 +267,9 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	if err != nil {
 		return false, fmt.Errorf("batch %d: %w", c.cur.Batch, err)
 	}
+	if tr := c.env.Trace; tr != nil {
+		c.tracePieces(tr, bp, plan)
+	}
 	res, err := lineage.Rebuild(ctx, plan, lineage.Env{Job: c.env.Job, Sources: c.env.Sources, Alloc: c.alloc, ReadRows: c.opts.readRows})
 	if err != nil {
 		return false, fmt.Errorf("batch %d: %w", c.cur.Batch, err)
@@ -319,6 +323,8 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 
 	primary := c.takeRecoveries()
 	c.met.recovered(primary, waited, start, time.Now(), res.Loss.RecordsReread, c.counted.Read()-read)
+	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: c.committed,
+		Note: fmt.Sprintf("replaced the dead workers; batch %d goes on with the lost pieces rebuilt", c.cur.Batch)})
 	c.met.lostPieces(lostPieceReport{
 		mode: RecoveryLineage, batch: c.cur.Batch, lost: dead, survivors: alive, loss: res.Loss,
 		plan: &plan, ranges: bp.ranges,

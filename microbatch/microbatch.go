@@ -10,6 +10,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 // Defaults of the settings the CLI does not expose yet. They are variables
@@ -262,6 +263,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 			// Measurement only: what the crash cut short, for the bill.
 			hw, inFlight, logged, rp := c.status()
 			crashed = met.crash(fmt.Sprintf("coordinator crashed (%s)", cr.Spec), time.Now(), hw)
+			env.Trace.Record(spacetime.Event{Kind: spacetime.Crash, Worker: -1, Note: fmt.Sprintf("coordinator crashed (%s)", cr.Spec)})
 			reprocessed = rp
 			if inFlight {
 				met.batchLost(logged)

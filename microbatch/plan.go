@@ -12,6 +12,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 // ---- the steps of one batch ----
@@ -216,6 +217,9 @@ func (c *coordinator) logOffsets(ctx context.Context, n int64) (Event, error) {
 			return nil, nil, fmt.Errorf("logging offsets of batch %d: %w", n, err)
 		}
 		d := time.Since(t0)
+		if tr := c.env.Trace; tr != nil {
+			tr.Record(spacetime.Event{Kind: spacetime.Seam, Lane: coordinatorLane, Worker: -1, ID: n, Note: "offsets " + seamNote(c.topo, e)})
+		}
 		return OffsetsLogged{}, func() {
 			switch {
 			case c.next != nil && c.next.e == e:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 // runBatch runs the finite job over the logged ranges, stage by stage, on
@@ -40,6 +41,7 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 		ctx: ctx, topo: c.topo, plan: c.cur, bd: bd, workers: c.par, alloc: c.alloc, faults: c.faults,
 		eventTime: c.env.Job.UsesEventTime, midRunDone: make([]bool, c.par), onCrash: c.killWorker,
 		beforeSourceWait: c.opts.hooks.beforeSourceWait,
+		trace:            c.env.Trace, rerun: rerun, reread: make([]bool, c.par),
 	}
 	for si := range c.topo.stages {
 		errs := make([]error, c.par)
@@ -324,6 +326,7 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 			return nil, nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
 		}
 		d := time.Since(t0)
+		c.env.Trace.Record(spacetime.Event{Kind: spacetime.Commit, Lane: coordinatorLane, Worker: -1, ID: n})
 		return CommitLogged{}, func() { c.committedBatch(d) }, nil
 	})
 	return nil, nil

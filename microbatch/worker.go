@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 // errWorkerKilled is returned by work that stopped because its worker died.
@@ -260,6 +261,11 @@ type stageEnv struct {
 	onCrash func(*fault.Crash)
 	// beforeSourceWait is testHooks.beforeSourceWait.
 	beforeSourceWait func(worker int, stop <-chan struct{})
+	// trace records the batches (traced runs); rerun says the batch runs
+	// again, reread[w] that worker w's source read input read before.
+	trace  *spacetime.Recorder
+	rerun  bool
+	reread []bool
 }
 
 // runStage runs stage si on worker w for one batch.
@@ -288,6 +294,9 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 				return err
 			}
 			r.part.series.Took(r.part.index, rg.Start, rg.End)
+			if se.trace != nil && se.trace.Read(stageLane(se.topo, si, w.id), r.part.input+"/"+r.part.name, rg.Start, rg.End) {
+				se.reread[w.id] = true
+			}
 			for _, s := range r.q.take(rg.Start, rg.End) {
 				bd.out[si][w.id] = append(bd.out[si][w.id], s.b)
 				bd.handover[w.id] = append(bd.handover[w.id], handoverRows{at: s.handover, rows: s.b.NumRows()})
@@ -314,7 +323,19 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 			case job.Broadcast:
 				inputs = bd.out[from]
 			}
-			for _, bs := range inputs {
+			for prod, bs := range inputs {
+				if se.trace != nil {
+					var rows int64
+					for _, b := range bs {
+						if b != nil {
+							rows += b.NumRows()
+						}
+					}
+					if e.Exchange == job.Forward {
+						prod = w.id
+					}
+					se.traceInput(from, prod, si, w.id, rows)
+				}
 				for _, b := range bs {
 					if b == nil || b.NumRows() == 0 {
 						continue
@@ -350,6 +371,13 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 		}
 	case job.SinkStage:
 		from := se.topo.index[st.Inputs[0].From]
+		if se.trace != nil {
+			var rows int64
+			for _, b := range bd.out[from][w.id] {
+				rows += b.NumRows()
+			}
+			se.traceInput(from, w.id, si, w.id, rows)
+		}
 		for _, b := range bd.out[from][w.id] {
 			if b.NumRows() == 0 {
 				continue

@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
 
 // newWorker builds worker id: operators restored from ls, the sink writer,
@@ -153,6 +154,7 @@ func (c *coordinator) killWorker(cr *fault.Crash) {
 	// see the death and rebuild at once, and that rebuild must find the
 	// crash to bill (it was missed, leaving a crash without a recovery).
 	r := c.met.crash(fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec), time.Now(), nil)
+	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Crash, Worker: cr.Worker, Note: fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec)})
 	c.recMu.Lock()
 	c.pendingRecoveries = append(c.pendingRecoveries, r)
 	c.recMu.Unlock()
@@ -180,12 +182,14 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if _, err := c.drain(); err != nil { // nothing is in flight by now
 		return nil, err
 	}
-	c.takeDeaths()
+	hw := c.takeDeaths()
 	waited, start := c.replacement(ctx, noticed)
 	read := c.counted.Read()
+	dead := map[int]bool{}
 	var need []int
 	for _, w := range c.workers {
 		if w.dead() {
+			dead[w.id] = true
 			w.teardown()
 			need = append(need, w.id)
 		} else if r.Rollback {
@@ -221,12 +225,19 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if r.Failed >= 0 {
 		c.curRerun = true
 	}
-	reprocessed := int64(0)
-	if r.Rollback && r.Failed >= 0 && c.cur != nil {
-		reprocessed = c.cur.rows()
-	}
+	reprocessed := c.reprocessedRecords(hw, func(w int) bool { return dead[w] }, r.Rollback && r.Failed >= 0)
 	primary := c.takeRecoveries()
 	c.met.recovered(primary, waited, start, time.Now(), reprocessed, c.counted.Read()-read)
+	if tr := c.env.Trace; tr != nil {
+		note := "replaced the dead workers"
+		if r.Rollback {
+			note = "rolled back to the committed state"
+		}
+		if r.Failed >= 0 {
+			note += fmt.Sprintf("; batch %d runs again", r.Failed)
+		}
+		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: c.committed, Note: note})
+	}
 	return Rebuilt{Now: time.Now()}, nil
 }
 
@@ -298,7 +309,7 @@ func (c *coordinator) takeRecoveries() *recovery {
 // takeDeaths consumes the death notification the repair under way handles
 // and records, for the bill of each crash pending, how far the readers had
 // read (what the recovery will read again).
-func (c *coordinator) takeDeaths() {
+func (c *coordinator) takeDeaths() []int64 {
 	select {
 	case <-c.deathCh:
 	default:
@@ -309,4 +320,25 @@ func (c *coordinator) takeDeaths() {
 		c.met.setHighWater(rec, hw)
 	}
 	c.recMu.Unlock()
+	return hw
+}
+
+// reprocessedRecords is what a repair processes again: every record a
+// re-opened reader reads again (it had read up to hw, and the reader
+// starts at the committed position), and, when the batch rolls back, the
+// batch's records the kept readers hand over again. Counting only the
+// rolled-back batch missed the read-ahead of a worker killed between
+// batches, which is read again all the same.
+func (c *coordinator) reprocessedRecords(hw []int64, reopened func(owner int) bool, rolledBack bool) int64 {
+	var n int64
+	for _, p := range c.topo.parts {
+		switch {
+		case reopened(p.owner) && p.global < len(hw):
+			n += max(hw[p.global]-c.ends[p.global], 0)
+		case rolledBack && c.cur != nil:
+			rg := c.cur.Ranges[p.global]
+			n += max(rg.End-rg.Start, 0)
+		}
+	}
+	return n
 }

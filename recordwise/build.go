@@ -23,15 +23,19 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 	inc.byChain = make([][]*task, len(pl.chains))
 	for _, c := range pl.chains {
 		for sub := 0; sub < p; sub++ {
-			t := &task{inc: inc, id: checkpoint.TaskID(fmt.Sprintf("%s-%d", c.name, sub)), ch: c, sub: sub,
+			t := &task{inc: inc, id: checkpoint.TaskID(taskLane(c, sub)), ch: c, sub: sub,
 				ctx: inc.workerCtx[sub], alloc: env.Alloc, wake: newWaker(),
 				wm: operator.NoWatermark}
 			inc.byChain[c.index] = append(inc.byChain[c.index], t)
 			inc.tasks = append(inc.tasks, t)
 		}
 	}
-	// Channels: inq[chain][sub][channel].
+	// Channels: inq[chain][sub][channel]; names, when traced, their ends.
 	inq := make([][][]*queue, len(pl.chains))
+	var names map[*queue][2]string
+	if env.Trace != nil {
+		names = map[*queue][2]string{}
+	}
 	for _, c := range pl.chains {
 		inq[c.index] = make([][]*queue, p)
 		for sub := 0; sub < p; sub++ {
@@ -51,6 +55,9 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 					delay = inc.opts.hooks.channelDelay(in.from.name, from, c.name, sub)
 				}
 				qs[ch] = newQueue(inc.opts.channelBuffers, delay, dst.wake, src.wake)
+				if names != nil {
+					names[qs[ch]] = [2]string{string(src.id), string(dst.id)}
+				}
 				inc.queues = append(inc.queues, qs[ch])
 			}
 			inq[c.index][sub] = qs
@@ -61,6 +68,9 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 		if err := inc.buildTask(t, rp, inq); err != nil {
 			return err
 		}
+	}
+	if names != nil {
+		inc.traceChannels(names)
 	}
 	// Re-inject in-flight data: on each channel, what the receiver
 	// persisted (it preceded the barrier), then what the sender's barrier

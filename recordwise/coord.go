@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -52,6 +53,7 @@ const (
 	evTimeout
 	evSourceFinished
 	evTaskEnded
+	evTrigger // a test hook asks for a checkpoint now
 )
 
 type coordEvent struct {
@@ -121,7 +123,7 @@ func (c *coordLoop) run() {
 	defer c.inc.wg.Done()
 	ctx := c.inc.coordCtx
 	var tick <-chan time.Time
-	if !c.inc.opts.noPeriodic {
+	if !c.inc.opts.noPeriodic && c.inc.opts.hooks.triggerAfter == nil {
 		tk := time.NewTicker(c.inc.opts.settings.CheckpointInterval)
 		defer tk.Stop()
 		tick = tk.C
@@ -166,6 +168,10 @@ func (c *coordLoop) handle(e coordEvent) {
 		c.finished[e.task] = true
 		if len(c.finished) == len(c.sources) {
 			c.final = true
+		}
+	case evTrigger:
+		if !c.final {
+			c.trigger()
 		}
 	case evTaskEnded:
 		c.ended[e.task] = true
@@ -295,6 +301,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			}
 			c.step(checkpoint.MetadataWritten{Now: time.Now(), ID: a.ID})
 		case checkpoint.NotifyComplete:
+			c.inc.env.Trace.Record(spacetime.Event{Kind: spacetime.PointComplete, Lane: coordinatorLane, Worker: -1, ID: int64(a.ID)})
 			c.inc.forgetCheckpoints(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			if err := c.point(PointSinkBeforeCommit); err != nil {
@@ -326,6 +333,10 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				}()
 			}
 		case checkpoint.Abort:
+			if tr := c.inc.env.Trace; tr != nil {
+				tr.Record(spacetime.Event{Kind: spacetime.PointFailed, Lane: coordinatorLane, Worker: -1, ID: int64(a.ID),
+					Note: abortNote(a)})
+			}
 			c.inc.abandon(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			for _, t := range c.inc.tasks {

@@ -20,6 +20,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
@@ -107,6 +108,8 @@ type scenario struct {
 	// job parameters (default job.DefaultParams).
 	retained int
 	params   *job.Params
+	// trace, if set, records the run's time-space events.
+	trace *spacetime.Recorder
 }
 
 type result struct {
@@ -223,6 +226,7 @@ func (sc *scenario) execute(t testing.TB) *result {
 	if sc.wrapStore != nil {
 		env.Store = sc.wrapStore(env.Store)
 	}
+	env.Trace = sc.trace
 	o := &result{env: env, storage: cfg.Storage}
 	if sc.runFor > 0 {
 		var stop context.CancelFunc

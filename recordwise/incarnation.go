@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -93,6 +94,11 @@ type shared struct {
 	// answered for the run's limit.
 	patient   *storage.Patient
 	storeOnce storage.Store
+	// hookRead counts the records the sources read, and hookNext is the
+	// next of hooks.triggerAfter to fire (tests).
+	hookMu   sync.Mutex
+	hookRead int64
+	hookNext int
 }
 
 type outcomeKind uint8
@@ -136,6 +142,8 @@ func (inc *incarnation) crash(cr *fault.Crash, where checkpoint.TaskID) {
 	if where != "" && cr.Spec.IsWorkerKill() {
 		cause = fmt.Sprintf("%s killed (%s, noticed by %s)", who, cr.Spec, where)
 	}
+	// The trace names the kill, not which task noticed it (timing).
+	inc.env.Trace.Add(now, spacetime.Event{Kind: spacetime.Crash, Worker: cr.Worker, Note: fmt.Sprintf("%s killed (%s)", who, cr.Spec)})
 	inc.settle(outcome{kind: outCrash, at: now, cause: cause})
 }
 
@@ -206,6 +214,13 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	defer rp.release()
 	if rp.found {
 		inc.from, inc.fromParts, inc.restoreBytes = rp.id, rp.meta.Parts, rp.bytes
+	}
+	if tr := sh.env.Trace; tr != nil && (attempt > 0 || sh.env.Config.Resumed) {
+		id := int64(-1)
+		if rp.found {
+			id = int64(rp.id)
+		}
+		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: id})
 	}
 	complete := int64(-1)
 	if rp.found {

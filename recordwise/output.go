@@ -31,6 +31,8 @@ type outChan struct {
 	wmBorn    time.Time
 	staged    []item
 	sHead     int
+	// replay: a buffered row was read again after a restore (traced runs).
+	replay bool
 }
 
 func (oc *outChan) stagedLen() int { return len(oc.staged) - oc.sHead }
@@ -89,6 +91,9 @@ type router struct {
 	lastWM  int64
 	dests   []int32
 	vals    [][]int64
+	// replay: the rows being emitted were read again after a restore
+	// (traced runs only).
+	replay bool
 }
 
 func newRouter(alloc memory.Allocator, schema *arrow.Schema, bufRows int, timeout time.Duration, p int) *router {
@@ -149,6 +154,7 @@ func (r *router) emit(b arrow.RecordBatch, births []latEntry, now time.Time) err
 				if m := len(oc.cols[0]); m > oc.n {
 					oc.note(births, int64(m-oc.n), now)
 					oc.n = m
+					oc.replay = oc.replay || r.replay
 				}
 			}
 		default: // forward or broadcast: every row to every channel of the edge
@@ -158,6 +164,7 @@ func (r *router) emit(b arrow.RecordBatch, births []latEntry, now time.Time) err
 					oc.cols[c] = append(oc.cols[c], r.vals[c]...)
 				}
 				oc.n += n
+				oc.replay = oc.replay || r.replay
 			}
 		}
 		for _, oc := range e.outs {
@@ -179,8 +186,8 @@ func (r *router) flush(oc *outChan) {
 			cols[c] = arr
 			oc.cols[c] = oc.cols[c][:0]
 		}
-		oc.stage(item{kind: kData, batch: operator.NewBatchOwning(r.schema, oc.n, cols...), births: oc.births})
-		oc.births = nil
+		oc.stage(item{kind: kData, batch: operator.NewBatchOwning(r.schema, oc.n, cols...), births: oc.births, replay: oc.replay})
+		oc.births, oc.replay = nil, false
 		oc.n = 0
 		oc.first = time.Time{}
 	}

@@ -17,17 +17,19 @@ import (
 
 // partJob is a part handed from a task to its asynchronous writer.
 type partJob struct {
-	ctx      context.Context
-	task     checkpoint.TaskID
-	chain    string
-	sub      int
-	ck       *pendingCk
-	handedAt time.Time
+	// inChan and outChan name the task's channels (traced runs).
+	inChan, outChan []string
+	ctx             context.Context
+	task            checkpoint.TaskID
+	chain           string
+	sub             int
+	ck              *pendingCk
+	handedAt        time.Time
 }
 
 // writePart writes ck asynchronously and acknowledges it when durable.
 func (inc *incarnation) writePart(t *task, ck *pendingCk, now time.Time) {
-	j := partJob{ctx: t.ctx, task: t.id, chain: t.ch.name, sub: t.sub, ck: ck, handedAt: now}
+	j := partJob{ctx: t.ctx, task: t.id, chain: t.ch.name, sub: t.sub, ck: ck, handedAt: now, inChan: t.inChan, outChan: t.outChan}
 	inc.wg.Add(1)
 	go inc.partWriter(j)
 }
@@ -132,6 +134,9 @@ func (inc *incarnation) partWriter(j partJob) {
 	}
 	if j.ctx.Err() != nil {
 		return
+	}
+	if tr := inc.env.Trace; tr != nil {
+		tracePart(tr, j, streams)
 	}
 	done := time.Now()
 	m := TaskCheckpointStats{

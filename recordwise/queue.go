@@ -45,6 +45,9 @@ type item struct {
 	// ready is when the item may be delivered (a modelled link delay);
 	// zero means at once.
 	ready time.Time
+	// replay: the batch carries rows read again after a restore (set in
+	// traced runs only, for the diagram).
+	replay bool
 }
 
 // isMarker reports whether items of kind k are markers: they keep their

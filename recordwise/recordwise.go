@@ -72,6 +72,11 @@ type testHooks struct {
 	// channelDelay delays every item of the channel from (chain, subtask)
 	// to (chain, subtask) by the returned duration: a slow link.
 	channelDelay func(fromChain string, fromSub int, toChain string, toSub int) time.Duration
+	// triggerAfter, when set, replaces the periodic checkpoints: one is
+	// triggered as the sources' reads (over every incarnation) reach each
+	// of these record counts, so a golden test's story has a fixed number
+	// of them.
+	triggerAfter []int64
 	// onRestore sees what storage held and what was chosen at every start,
 	// before anything is read.
 	onRestore func(storage.Store, string, checkpoint.Listing, checkpoint.RestorePlan)
@@ -176,6 +181,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 	sh := &shared{env: env, opts: opts, plan: pl, mode: mode, runID: runID,
 		prefix: runPrefix(env.Job.Name, runID), obs: newObserver(cfg.Progress), patient: env.PatientStore()}
 	sh.storeOnce = sh.patient.Once()
+	declareLanes(env.Trace, pl)
 	start := env.Begin()
 	sh.obs.begin(start)
 	sh.obs.series = env.Series
@@ -233,6 +239,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			inc.teardown()
 			ready := env.Replacement().Acquired(ctx, bill, detected)
 			sh.obs.cutShort(attempt, inProgress, oc.cause)
+			traceCutShort(env.Trace, inProgress, oc.cause)
 			pending = sh.obs.crash(oc.cause, bill, ready, len(inProgress))
 			if env.Log != nil {
 				env.Log.Info("recordwise: restarting after a crash", "cause", oc.cause, "attempt", attempt+1)

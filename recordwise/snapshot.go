@@ -85,6 +85,7 @@ func (t *task) snapshot(id checkpoint.ID, unaligned, timedOut bool) {
 	}
 	ck := t.ck
 	start := time.Now()
+	t.traceSnapshotStart(id, "")
 	t.ckFlush()
 	if !t.ok() {
 		return
@@ -228,6 +229,7 @@ func (t *task) abort(id checkpoint.ID, reason string) {
 func (t *task) finalSnapshot(id checkpoint.ID, at time.Time) {
 	ck := t.beginCheckpoint(id, at)
 	start := time.Now()
+	t.traceSnapshotStart(id, "final")
 	t.ckFlush()
 	if !t.ok() {
 		return
@@ -244,7 +246,10 @@ func (t *task) finalSnapshot(id checkpoint.ID, at time.Time) {
 	}
 	ck.inWM = slices.Clone(t.inWM)
 	ck.outWM = t.wm
-	ck.snapshotted = true
+	// No barrier travels, so nothing aligns or overtakes: the part is
+	// labelled with the run's barrier mode, never "aligned" in an
+	// unaligned run.
+	ck.snapshotted, ck.unaligned = true, t.inc.mode.IsUnaligned()
 	ck.snapAt = start
 	ck.sync = time.Since(start)
 	t.partComplete(id)

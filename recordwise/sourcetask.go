@@ -193,7 +193,17 @@ func (t *task) onRead(p *partReader, res readResult) {
 			return
 		}
 	}
+	if tr := t.inc.env.Trace; tr != nil {
+		// The rows of a read that had been read before go out marked.
+		if replay := tr.Read(string(t.id), p.name, p.pos.Offset, res.pos.Offset); replay && t.router != nil {
+			t.router.replay = true
+			defer func() { t.router.replay = false }()
+		}
+	}
 	p.pos = res.pos
+	if t.inc.opts.hooks.triggerAfter != nil {
+		t.inc.countForTrigger(n)
+	}
 	t.inc.obs.read(h.input, p.name, res.pos.Offset, n, t.now)
 	h.tracker.Observe(p.local, b, source.IdxTS)
 	t.curBirths = append(t.curBirths[:0], latEntry{born: t.now, rows: n})
@@ -246,6 +256,7 @@ func (t *task) maybeFinished() {
 func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
 	ck := t.beginCheckpoint(id, at)
 	start := time.Now()
+	t.traceSnapshotStart(id, "")
 	t.ckFlush()
 	if !t.ok() {
 		return

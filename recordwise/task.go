@@ -11,6 +11,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -48,6 +49,10 @@ type task struct {
 	lastBornB time.Time // born of the last barrier read (trigger time)
 
 	src *sourceHead
+
+	// inFrom and inChan are the sending lanes and names of the input
+	// channels, outChan the names of the output channels (traced runs).
+	inFrom, inChan, outChan []string
 
 	router *router
 	snk    *sinkTail
@@ -343,6 +348,9 @@ func isMarker(it item) bool { return it.kind == kBarrier || it.kind == kCancel }
 // onItem hands one input item to the barrier handler and carries out what
 // it decides.
 func (t *task) onItem(c int, it item) {
+	if tr := t.inc.env.Trace; tr != nil {
+		t.traceItem(tr, c, it)
+	}
 	ch := barrier.Channel(c)
 	switch it.kind {
 	case kData, kWatermark:
@@ -377,6 +385,10 @@ func (t *task) exec(actions []barrier.Action) {
 		case barrier.AlignmentStarted:
 			t.beginCheckpoint(a.Checkpoint, t.lastBornB)
 		case barrier.BlockChannel:
+			if tr := t.inc.env.Trace; tr != nil {
+				tr.Record(spacetime.Event{Kind: spacetime.BlockStart, Lane: string(t.id), Channel: t.inChan[a.Channel],
+					Worker: t.sub, ID: int64(a.Checkpoint)})
+			}
 			if t.ck != nil && !t.ck.blocked {
 				t.ck.blocked = true
 				t.fail(t.point(PointDuringAlignment))
@@ -408,6 +420,9 @@ func (t *task) exec(actions []barrier.Action) {
 		case barrier.InputEnded:
 			t.end()
 		case barrier.UnblockChannel:
+			if tr := t.inc.env.Trace; tr != nil {
+				tr.Record(spacetime.Event{Kind: spacetime.BlockEnd, Lane: string(t.id), Channel: t.inChan[a.Channel], Worker: t.sub})
+			}
 		case barrier.Fail:
 			t.fail(a.Err)
 		}
@@ -426,6 +441,10 @@ func (t *task) processItem(c int, it item) {
 		}
 		port, _ := t.ch.channelPort(c, t.sub, t.inc.plan.parallelism)
 		t.curBirths = it.births
+		if it.replay && t.router != nil {
+			t.router.replay = true
+			defer func() { t.router.replay = false }()
+		}
 		if err := t.head(port, it.batch); err != nil {
 			t.fail(err)
 			return

@@ -50,6 +50,11 @@ type Spec struct {
 	// Named points: Point != "" and Occurrence >= 1.
 	Point      string
 	Occurrence int
+	// OnlyWorker (point=NAME,worker=W) fires the named point only as
+	// worker Worker passes it, counting that worker's passes alone, so a
+	// point every worker passes kills a chosen one, not whichever got
+	// there first.
+	OnlyWorker bool
 	// KillProcess (kill=process, named points only) kills the whole
 	// process at the point instead of the role that reaches it.
 	KillProcess bool
@@ -97,13 +102,17 @@ func (s Spec) String() string {
 		}
 		return fmt.Sprintf("worker=%d,%s", s.Worker, trigger)
 	}
-	if s.KillProcess {
-		return fmt.Sprintf("point=%s,occurrence=%d,kill=process", s.Point, s.Occurrence)
+	who := ""
+	if s.OnlyWorker {
+		who = fmt.Sprintf(",worker=%d", s.Worker)
 	}
-	return fmt.Sprintf("point=%s,occurrence=%d", s.Point, s.Occurrence)
+	if s.KillProcess {
+		return fmt.Sprintf("point=%s%s,occurrence=%d,kill=process", s.Point, who, s.Occurrence)
+	}
+	return fmt.Sprintf("point=%s%s,occurrence=%d", s.Point, who, s.Occurrence)
 }
 
-const usage = "allowed: worker=W,after-records=N|at=DURATION[,after-point=NAME] or point=NAME[,occurrence=K][,kill=process]"
+const usage = "allowed: worker=W,after-records=N|at=DURATION[,after-point=NAME] or point=NAME[,worker=W][,occurrence=K][,kill=process]"
 
 // Parse parses one --fail value.
 func Parse(text string) (Spec, error) {
@@ -155,12 +164,15 @@ func Parse(text string) (Spec, error) {
 		}
 	}
 	switch {
-	case s.Point != "" && (seen["worker"] || seen["after-records"] || seen["after-point"] || seen["at"]):
-		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with worker=, after-records=, at= or after-point= (%s)", text, usage)
+	case s.Point != "" && (seen["after-records"] || seen["after-point"] || seen["at"]):
+		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with after-records=, at= or after-point= (%s)", text, usage)
+	case s.Point != "" && seen["worker"] && seen["kill"]:
+		return Spec{}, fmt.Errorf("invalid --fail %q: kill=process kills the process, whichever worker passes the point; drop worker= (%s)", text, usage)
 	case s.Point != "":
 		if s.Occurrence == 0 {
 			s.Occurrence = 1
 		}
+		s.OnlyWorker = seen["worker"]
 	case seen["occurrence"]:
 		return Spec{}, fmt.Errorf("invalid --fail %q: occurrence= goes with point= (%s)", text, usage)
 	case seen["kill"]:
@@ -188,6 +200,9 @@ func Validate(specs []Spec, points []string, workers int) error {
 			if name = s.AfterPoint; name == "" {
 				continue
 			}
+		}
+		if s.OnlyWorker && (s.Worker < 0 || s.Worker >= workers) {
+			return fmt.Errorf("invalid --fail %s: worker %d does not exist (workers are 0..%d)", s, s.Worker, workers-1)
 		}
 		if slices.Contains(RunPoints, name) {
 			if s.IsWorkerKill() {
@@ -281,7 +296,7 @@ func (in *Injector) Point(name string, worker int) error {
 	if in == nil {
 		return nil
 	}
-	s, ok := in.reach(name)
+	s, ok := in.reach(name, worker)
 	switch {
 	case !ok:
 		return nil
@@ -296,12 +311,21 @@ func (in *Injector) Point(name string, worker int) error {
 
 // reach counts one reach of point name and returns the fault that fires
 // there, if any.
-func (in *Injector) reach(name string) (Spec, bool) {
+func (in *Injector) reach(name string, worker int) (Spec, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.counts[name]++
+	byWorker := fmt.Sprintf("%s\x00%d", name, worker)
+	in.counts[byWorker]++
 	for i, s := range in.specs {
-		if !in.fired[i] && s.Point == name && s.Occurrence == in.counts[name] {
+		n := in.counts[name]
+		if s.OnlyWorker {
+			if s.Worker != worker {
+				continue
+			}
+			n = in.counts[byWorker]
+		}
+		if !in.fired[i] && s.Point == name && s.Occurrence == n {
 			in.fired[i] = true
 			in.Fired = append(in.Fired, s)
 			return s, true

@@ -14,6 +14,7 @@ func TestParse(t *testing.T) {
 		"worker=0,after-records=9,after-point=checkpoint.after-metadata": {Worker: 0, AfterRecords: 9, AfterPoint: "checkpoint.after-metadata"},
 		"worker=0,at=4.5s":                                               {Worker: 0, At: 4500 * time.Millisecond},
 		"worker=2,at=300ms,after-point=p":                                {Worker: 2, At: 300 * time.Millisecond, AfterPoint: "p"},
+		"point=batch.mid-run,worker=1,occurrence=2":                      {Worker: 1, Point: "batch.mid-run", Occurrence: 2, OnlyWorker: true},
 	}
 	for in, want := range good {
 		got, err := Parse(in)
@@ -26,7 +27,8 @@ func TestParse(t *testing.T) {
 		"after-records=5":                       "needs both",
 		"worker=x,after-records=5":              "whole number",
 		"worker=1,after-records=0":              "whole number",
-		"point=a,worker=1":                      "cannot be combined",
+		"point=a,worker=1,after-records=3":      "cannot be combined",
+		"point=a,worker=1,kill=process":         "drop worker=",
 		"point=a,after-point=b":                 "cannot be combined",
 		"worker=1,after-point=b":                "needs both",
 		"occurrence=2,worker=1,after-records=3": "goes with point",
@@ -228,5 +230,33 @@ func TestTimedKillWaitsForItsAfterPoint(t *testing.T) {
 	}
 	if _, ok := AsCrash(in.Read(1)); !ok {
 		t.Fatal("did not fire after time and point")
+	}
+}
+
+// TestPointOnlyWorker: point=NAME,worker=W counts W's passes alone and
+// kills W, whoever else passes the point in between.
+func TestPointOnlyWorker(t *testing.T) {
+	sp, err := Parse("point=p,worker=1,occurrence=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sp.String(); got != "point=p,worker=1,occurrence=2" {
+		t.Errorf("String() = %q", got)
+	}
+	if err := Validate([]Spec{sp}, []string{"p"}, 1); err == nil {
+		t.Errorf("worker 1 of 1 validated")
+	}
+	in := NewInjector([]Spec{sp})
+	for i, w := range []int{0, 1, 0, 0} {
+		if err := in.Point("p", w); err != nil {
+			t.Fatalf("pass %d (worker %d) fired: %v", i, w, err)
+		}
+	}
+	c, ok := AsCrash(in.Point("p", 1))
+	if !ok || c.Worker != 1 {
+		t.Fatalf("worker 1's second pass: %v, want a crash of worker 1", c)
+	}
+	if err := in.Point("p", 1); err != nil {
+		t.Fatalf("fired twice: %v", err)
 	}
 }

@@ -75,11 +75,15 @@ type Recorder struct {
 	lanes  []Lane
 	seen   map[string]bool
 	events []Event
+	// read is, per lane and partition, the end of what was read so far,
+	// and replaying the lanes re-reading it (see Read).
+	read      map[string]int64
+	replaying map[string]bool
 }
 
 // NewRecorder starts the clock.
 func NewRecorder(start time.Time) *Recorder {
-	return &Recorder{start: start, seen: map[string]bool{}}
+	return &Recorder{start: start, seen: map[string]bool{}, read: map[string]int64{}, replaying: map[string]bool{}}
 }
 
 // Enabled says events are recorded, so a caller can skip building them.
@@ -108,6 +112,64 @@ func (r *Recorder) Add(at time.Time, e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+}
+
+// Record adds e as happening now. The clock is read only when recording,
+// so a caller on a hot path pays the nil check alone.
+func (r *Recorder) Record(e Event) {
+	if r == nil {
+		return
+	}
+	r.Add(time.Now(), e)
+}
+
+// Read notes that lane read [start, end) of partition part and reports
+// whether any of it had been read before (a replay after a restore). The
+// first such read records ReplayStart on the lane, the read that reaches
+// where the earlier reads had got to records ReplayEnd, so every executor
+// that re-reads its input marks the replayed region the same way.
+func (r *Recorder) Read(lane, part string, start, end int64) bool {
+	if r == nil {
+		return false
+	}
+	now := time.Now()
+	key := lane + "\x00" + part
+	r.mu.Lock()
+	high, seen := r.read[key]
+	replay := seen && start < high
+	if end > high || !seen {
+		r.read[key] = end
+	}
+	var add []Event
+	if replay && !r.replaying[key] {
+		r.replaying[key] = true
+		add = append(add, Event{Kind: ReplayStart, Lane: lane, Channel: part, ID: start, Worker: -1})
+	}
+	if r.replaying[key] && end >= high {
+		delete(r.replaying, key)
+		add = append(add, Event{Kind: ReplayEnd, Lane: lane, Channel: part, ID: high, Worker: -1})
+	}
+	r.mu.Unlock()
+	for _, e := range add {
+		r.Add(now, e)
+	}
+	return replay
+}
+
+// Replaying reports whether lane is re-reading input it read before (Read
+// recorded its ReplayStart and not yet its ReplayEnd, on any partition).
+func (r *Recorder) Replaying(lane string) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key := range r.replaying {
+		if len(key) > len(lane) && key[:len(lane)] == lane && key[len(lane)] == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Lanes returns the lanes in the order they were declared.
