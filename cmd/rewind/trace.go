@@ -31,6 +31,10 @@ var traceDefaults = map[string]string{
 	"job-records":         "20",
 }
 
+// traceBatches is about how many micro-batches trace's input lasts at
+// its trigger (400 ms / 50 ms).
+const traceBatches = 8
+
 // Output formats of trace.
 var traceFormats = []string{"text", "svg", "html", "json", "log"}
 
@@ -161,8 +165,13 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	// recovery from a recovery point however slowly the machine runs the
 	// first one (should the input end before, trace says so and fails).
 	if !f.noFails && len(cfg.Fails) == 0 {
-		cfg.Fails = []fault.Spec{{Worker: min(1, exec.Workers(cfg)-1), AfterRecords: max(ref.RecordsIn/2, 1),
-			AfterPoint: exec.Traits().FirstDurablePoint}}
+		tr, worker := exec.Traits(), min(1, exec.Workers(cfg)-1)
+		cfg.Fails = []fault.Spec{{Worker: worker, AfterRecords: max(ref.RecordsIn/2, 1), AfterPoint: tr.FirstDurablePoint}}
+		if tr.MidWorkPoint != "" {
+			// Inside a batch, about half-way: the input lasts about
+			// traceBatches units of work at trace's cadence.
+			cfg.Fails = []fault.Spec{{Point: tr.MidWorkPoint, Worker: worker, OnlyWorker: true, Occurrence: traceBatches / 2}}
+		}
 		if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
 			return fmt.Errorf("trace's default crash: %w", err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -134,5 +135,35 @@ func TestFitLineFoldsAtSpaces(t *testing.T) {
 	}
 	if fitLine("short", 30) != "short\n" {
 		t.Fatal("a short line changed")
+	}
+}
+
+// Trace's default microbatch crash lands inside a batch, so the two
+// lost-piece recoveries tell different stories: lineage rebuilds only the
+// dead worker's piece, rerun-batch every piece of the batch.
+func TestTraceMicrobatchCrashInsideABatch(t *testing.T) {
+	rebuilt := map[string]int{}
+	for _, mode := range []string{"lineage", "rerun-batch"} {
+		code, stdout, stderr := rewind(t, "trace", "--executor", "microbatch", "--lost-piece-recovery", mode)
+		if code != 0 {
+			t.Fatalf("trace --lost-piece-recovery %s: exit %d\n%s", mode, code, stderr)
+		}
+		if !strings.Contains(stdout, "crash: point=batch.mid-run,worker=1") {
+			t.Fatalf("%s: the default crash is not inside a batch:\n%s", mode, stdout)
+		}
+		var lost, n int
+		var records int64
+		at := strings.Index(stdout, "lost pieces ("+mode+"):")
+		if at < 0 {
+			t.Fatalf("%s: no lost-piece line:\n%s", mode, stdout)
+		}
+		line := stdout[at:]
+		if _, err := fmt.Sscanf(line, "lost pieces ("+mode+"): %d lost, %d rebuilt, %d records", &lost, &n, &records); err != nil || lost < 1 {
+			t.Fatalf("%s: no lost-piece line (%v):\n%s", mode, err, stdout)
+		}
+		rebuilt[mode] = n
+	}
+	if rebuilt["rerun-batch"] <= rebuilt["lineage"] {
+		t.Errorf("rerun-batch rebuilt %d pieces, lineage %d: the crash inside a batch should make rerun-batch redo more", rebuilt["rerun-batch"], rebuilt["lineage"])
 	}
 }

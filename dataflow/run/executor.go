@@ -51,6 +51,12 @@ type Traits struct {
 	// then, so the story shows a restore from a recovery point. Empty when
 	// no point can be waited for.
 	FirstDurablePoint string
+	// MidWorkPoint is a fail point every worker passes inside each unit
+	// of work (a micro-batch) once per attempt; `rewind trace` then kills
+	// worker 1 there half-way through the run instead of after a record
+	// count, so the crash lands inside a batch and a lost-piece recovery
+	// has something to repair. Empty: the record-count crash.
+	MidWorkPoint string
 	// OwnPositions marks an executor that reads its input ahead of what
 	// it processes (microbatch's prefetch): how far its readers got says
 	// little about its progress, so the run over time takes what was
