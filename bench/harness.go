@@ -214,7 +214,9 @@ func (b *bencher) runOne(ctx context.Context, c Contestant, pt SweepPoint, r int
 	if err != nil {
 		return nil, err
 	}
-	offset := time.Duration(jitter(b.Seed, r, b.Repeat) * float64(cadence)).Round(time.Millisecond)
+	// Truncated, not rounded: an offset just under one cadence must not
+	// round up to the next cycle's phase.
+	offset := time.Duration(jitter(b.Seed, r, b.Repeat) * float64(cadence)).Truncate(time.Millisecond)
 	cfg.Executor, cfg.Fails, cfg.Series = c.Executor, shifted(b.specs, offset), true
 	if opts := b.optionsOf(c); opts != nil {
 		cfg.Options = opts.WithCadence(cadence)

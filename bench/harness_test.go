@@ -102,7 +102,7 @@ func TestRunsAreInterleavedWithOneFaultMomentPerRepeat(t *testing.T) {
 		if rr.FaultAtMs == nil {
 			t.Fatalf("run %d has no fault moment", i)
 		}
-		wantAt := msOf((DefaultFault(p.Warmup, p.Cadence).At + time.Duration(jitter(seed, rr.Repeat, 3)*float64(p.Cadence)).Round(time.Millisecond)).Round(time.Millisecond))
+		wantAt := msOf((DefaultFault(p.Warmup, p.Cadence).At + time.Duration(jitter(seed, rr.Repeat, 3)*float64(p.Cadence)).Truncate(time.Millisecond)).Round(time.Millisecond))
 		if *rr.FaultAtMs != wantAt || *rr.FaultAtMs < base || *rr.FaultAtMs >= base+msOf(p.Cadence) {
 			t.Fatalf("seed %d: run %d fault at %g ms, want %g within [%g, %g)", seed, i, *rr.FaultAtMs, wantAt, base, base+msOf(p.Cadence))
 		}
