@@ -157,19 +157,23 @@ func (m *metrics) setHighWater(r *recovery, hw []int64) {
 	}
 }
 
-// batchLost counts a batch attempt a crash cut short: failed if its
-// offsets were logged (it runs again with them), aborted if only planned.
-func (m *metrics) batchLost(logged bool) {
+// batchLost counts batch id's attempt a crash cut short: failed if its
+// offsets were logged (it runs again with the same ranges), aborted if
+// not (its plan is dropped). A batch progress event with the status and
+// the reason puts it in the run's history, as Flink lists a failed
+// checkpoint.
+func (m *metrics) batchLost(id int64, logged bool, reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// The series does not learn the batch's id here (-1).
+	status := report.PointFailed
 	if logged {
 		m.failed++
-		m.series.Point("batch", -1, report.PointFailed)
 	} else {
 		m.aborted++
-		m.series.Point("batch", -1, report.PointAborted)
+		status = report.PointAborted
 	}
+	m.series.Point("batch", id, status)
+	m.progress.Emit("batch", map[string]any{"batch_id": id, "status": status, "reason": reason})
 }
 
 // recovered completes the detection, acquire and restore figures of r:
@@ -320,6 +324,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 	}
 	m.progress.Emit("batch", map[string]any{
 		"batch_id":                  b.batch,
+		"status":                    report.PointCompleted,
 		"rerun":                     b.rerun,
 		"planned_ahead":             b.plannedAhead,
 		"timestamp":                 b.planStart.UTC().Format(time.RFC3339Nano),

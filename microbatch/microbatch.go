@@ -262,11 +262,12 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		if isCrash {
 			// Measurement only: what the crash cut short, for the bill.
 			hw, inFlight, logged, rp := c.status()
-			crashed = met.crash(fmt.Sprintf("coordinator crashed (%s)", cr.Spec), time.Now(), hw)
+			cause := fmt.Sprintf("coordinator crashed (%s)", cr.Spec)
+			crashed = met.crash(cause, time.Now(), hw)
 			env.Trace.Record(spacetime.Event{Kind: spacetime.Crash, Worker: -1, Note: fmt.Sprintf("coordinator crashed (%s)", cr.Spec)})
 			reprocessed = rp
 			if inFlight {
-				met.batchLost(logged)
+				met.batchLost(c.cur.Batch, logged, "cut short: "+cause)
 			}
 		}
 		c.close()

@@ -8,6 +8,10 @@ package microbatch
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -207,8 +211,11 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 			return nil, fmt.Errorf("recovering the sink to batch %d: %w", c.committed, err)
 		}
 	}
-	if r.Failed >= 0 || r.Discarded >= 0 {
-		c.met.batchLost(r.Failed >= 0)
+	switch {
+	case r.Failed >= 0:
+		c.met.batchLost(r.Failed, true, fmt.Sprintf("cut short: worker %s died", deadList(dead)))
+	case r.Discarded >= 0:
+		c.met.batchLost(r.Discarded, false, fmt.Sprintf("cut short before its offsets were logged: worker %s died", deadList(dead)))
 	}
 	if err := c.replaceWorkers(ctx, need); err != nil {
 		return nil, err
@@ -341,4 +348,14 @@ func (c *coordinator) reprocessedRecords(hw []int64, reopened func(owner int) bo
 		}
 	}
 	return n
+}
+
+// deadList names the dead workers, in order ("0", "0, 1").
+func deadList(dead map[int]bool) string {
+	ids := slices.Sorted(maps.Keys(dead))
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.Itoa(id)
+	}
+	return strings.Join(out, ", ")
 }

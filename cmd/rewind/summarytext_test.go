@@ -42,3 +42,24 @@ func TestTextSummaryBillsACrashAndListsCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// A micro-batch a worker's death cut short is in the history with its
+// status and reason, beside the same batch completed when it ran again.
+func TestTextSummaryListsAFailedBatch(t *testing.T) {
+	code, stdout, stderr := rewind(t, "run", "--executor", "microbatch", "--input", "gen:records=40000,rate=100000",
+		"--output", filepath.Join(t.TempDir(), "o"), "--storage", "file://"+t.TempDir(), "--lost-piece-recovery", "rerun-batch",
+		"--fail", "point=batch.mid-run,worker=1,occurrence=3", "--summary", "text")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m := regexp.MustCompile(`(?m)^    batch +(\d+) +[0-9.]+ +- +- +- +- failed: cut short: worker 1 died$`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no failed batch with its reason in the history:\n%s", stdout)
+	}
+	if !regexp.MustCompile(`(?m)^    batch +` + m[1] + ` +[0-9.]+ +[0-9.]+ +\d+ +- +- completed$`).MatchString(stdout) {
+		t.Errorf("batch %s is not listed as completed after its re-run:\n%s", m[1], stdout)
+	}
+	if !strings.Contains(stdout, "recovery points: ") || !strings.Contains(stdout, " 1 failed, ") {
+		t.Errorf("the counts do not say 1 failed:\n%s", stdout)
+	}
+}
