@@ -32,9 +32,11 @@ func TestTraceGolden(t *testing.T) {
 			d.MaybeScanArgs(t, "batch-records", &batch)
 			d.MaybeScanArgs(t, "recovery", &recovery)
 			d.MaybeScanArgs(t, "fail", &failSpec)
+			// noPlanAhead: planning batch N+1 while N commits is a race
+			// between two coordinator events the golden keeps in order.
 			sc := &scenario{job: jobName, mode: sink.Idempotent, parallelism: 2, trace: spacetime.NewRecorder(time.Now()),
 				inputs: map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=%d,keys=%d,partitions=2,seed=1", records, records/4)},
-				opts:   Options{MaxBatchRecords: int64(batch), LostPieceRecovery: recovery, hooks: testHooks{evenPlans: true}}}
+				opts:   Options{MaxBatchRecords: int64(batch), LostPieceRecovery: recovery, hooks: testHooks{evenPlans: true, noPlanAhead: true}}}
 			if failSpec != "" {
 				sp, err := fault.Parse(failSpec)
 				if err != nil {
