@@ -88,8 +88,10 @@ func Run(ctx context.Context, p Plan) (*Results, error) {
 		return nil, fmt.Errorf("the scenario needs a positive cadence and duration and a warmup shorter than the duration")
 	}
 	specs := p.Faults.Specs
-	if !p.Faults.None && len(specs) == 0 {
-		specs = []fault.Spec{DefaultFault(p.Warmup, p.Cadence)}
+	byDefault := !p.Faults.None && len(specs) == 0
+	if byDefault {
+		// Validated at the longest cadence; each point gets its own.
+		specs = []fault.Spec{DefaultFault(p.Warmup, p.maxCadence())}
 	}
 	if p.Faults.None {
 		specs = nil
@@ -102,11 +104,11 @@ func Run(ctx context.Context, p Plan) (*Results, error) {
 		points = []SweepPoint{{}}
 	}
 	res := &Results{Version: ResultsVersion, Started: time.Now().UTC(), Command: p.Command,
-		Scenario: p.scenario(specs), Machine: machineOf(p.storageFor("")), Calibration: p.Calibration}
+		Scenario: p.scenario(p.pointSpecs(specs, byDefault, p.Cadence)), Machine: machineOf(p.storageFor("")), Calibration: p.Calibration}
 	for _, c := range p.Contestants {
 		res.Order = append(res.Order, c.Name())
 	}
-	b := &bencher{Plan: p, specs: specs, refs: map[string]*sink.Table{},
+	b := &bencher{Plan: p, specs: specs, byDefault: byDefault, refs: map[string]*sink.Table{},
 		total: len(points) * p.Repeat * len(p.Contestants)}
 	b.say("bench: seed %d; replay with: %s", p.Seed, p.Command)
 	for _, pt := range points {
@@ -146,6 +148,16 @@ func (p Plan) validate(specs []fault.Spec) error {
 	return nil
 }
 
+// pointSpecs are the faults of a point with the given cadence: the
+// default fault after that cadence's two recovery points, or specs as
+// given.
+func (p Plan) pointSpecs(specs []fault.Spec, byDefault bool, cadence time.Duration) []fault.Spec {
+	if !byDefault {
+		return specs
+	}
+	return []fault.Spec{DefaultFault(p.Warmup, cadence)}
+}
+
 // maxCadence is the longest cadence of any point: the jitter's bound.
 func (p Plan) maxCadence() time.Duration {
 	c := p.Cadence
@@ -180,6 +192,9 @@ func (p Plan) inputs(rate float64, parallelism int) map[string]string {
 type bencher struct {
 	Plan
 	specs []fault.Spec
+	// byDefault: the fault is the default one, placed after each point's
+	// own cadence (a 5 s cadence needs a later fault than a 1 s one).
+	byDefault bool
 	// refs are the reference's outputs by input (refKey).
 	refs       map[string]*sink.Table
 	seq, total int
@@ -217,7 +232,7 @@ func (b *bencher) runOne(ctx context.Context, c Contestant, pt SweepPoint, r int
 	// Truncated, not rounded: an offset just under one cadence must not
 	// round up to the next cycle's phase.
 	offset := time.Duration(jitter(b.Seed, r, b.Repeat) * float64(cadence)).Truncate(time.Millisecond)
-	cfg.Executor, cfg.Fails, cfg.Series = c.Executor, shifted(b.specs, offset), true
+	cfg.Executor, cfg.Fails, cfg.Series = c.Executor, shifted(b.pointSpecs(b.specs, b.byDefault, cadence), offset), true
 	if opts := b.optionsOf(c); opts != nil {
 		cfg.Options = opts.WithCadence(cadence)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
@@ -242,5 +243,21 @@ func TestGenInputsArePacedAndTheReferenceReadsThemUnpaced(t *testing.T) {
 	join := GenInputs("join", 7, 100_000, time.Second, 3)
 	if len(join) != 2 || !strings.Contains(join["orders"], "rate=50000") || !strings.Contains(join["payments"], "seed=8") {
 		t.Fatalf("join inputs %v: want the rate shared and a seed each", join)
+	}
+}
+
+// A sweep point with a longer cadence gets its own default fault, after
+// two of its own recovery points; a given fault is every point's.
+func TestDefaultFaultFollowsThePointsCadence(t *testing.T) {
+	p := Plan{Warmup: time.Second}
+	for _, cadence := range []time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second} {
+		got := p.pointSpecs(nil, true, cadence)
+		if len(got) != 1 || got[0].At != DefaultFault(time.Second, cadence).At || got[0].At < time.Second+2*cadence {
+			t.Errorf("cadence %s: default fault %v, want one after the warmup and two recovery points", cadence, got)
+		}
+	}
+	given := []fault.Spec{{Worker: 1, At: 2 * time.Second}}
+	if got := p.pointSpecs(given, false, 5*time.Second); len(got) != 1 || got[0] != given[0] {
+		t.Errorf("a given fault became %v", got)
 	}
 }

@@ -159,6 +159,16 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !faults.None && len(faults.Specs) == 0 {
+		longest := f.checkpointInterval
+		for _, pt := range sw.points {
+			longest = max(longest, pt.Cadence)
+		}
+		if at := bench.DefaultFault(f.warmup, longest).At; at+longest > f.duration {
+			return usagef("invalid --duration %s: the default fault comes at warmup + %g × cadence (%s at a %s cadence) and may move one cadence later, after the input ends; give at least --duration %s",
+				f.duration, bench.DefaultFaultCadences, at, longest, at+longest)
+		}
+	}
 	var inputs func(float64, int) map[string]string
 	if len(f.inputs) > 0 {
 		given := cfg.Inputs

@@ -104,6 +104,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{"--rate", "0"},
 		{"--repeat", "0"},
 		{"--trigger", "5ms"},
+		{"--sweep", "checkpoint-interval=1s,5s"}, // the default fault at 13.5 s: after 10 s of input
+		{"--sweep", "load=150%"},
 	} {
 		code, _, stderr := rewind(t, append([]string{"bench"}, args...)...)
 		if code != exitUsage || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
