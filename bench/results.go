@@ -80,6 +80,11 @@ type Machine struct {
 	Arch       string `json:"arch"`
 	// Storage is the kind of durable storage: file or s3.
 	Storage string `json:"storage"`
+	// CPUModel and LoadAverage (1 minute, when the benchmark started)
+	// say what the cores were and how busy the machine already was; empty
+	// where the system does not tell (read from /proc on Linux).
+	CPUModel    string `json:"cpu_model,omitempty"`
+	LoadAverage string `json:"load_average,omitempty"`
 }
 
 // Capacity is one contestant's measured unpaced throughput.

@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"time"
 
@@ -129,16 +128,6 @@ func specsText(specs []fault.Spec) string {
 		out[i] = s.String()
 	}
 	return strings.Join(out, " ")
-}
-
-// machineOf describes this machine and the kind of storage at url.
-func machineOf(url string) Machine {
-	kind := "file"
-	if strings.HasPrefix(url, "s3://") {
-		kind = "s3"
-	}
-	return Machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		OS: runtime.GOOS, Arch: runtime.GOARCH, Storage: kind}
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -203,5 +204,7 @@ func (r *Results) machineSection() page.Section {
 		{Key: "Go", Value: m.GoVersion},
 		{Key: "OS / arch", Value: m.OS + " / " + m.Arch},
 		{Key: "storage", Value: m.Storage},
+		{Key: "CPU", Value: cmp.Or(m.CPUModel, "not known")},
+		{Key: "load average at the start", Value: cmp.Or(m.LoadAverage, "not known")},
 	}}
 }
