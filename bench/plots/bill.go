@@ -25,7 +25,14 @@ func Bill(dir, name string, bars []BillBar) (File, error) {
 	}
 	p := newPlot("", "time (ms)", "")
 	var lg legendSet
+	// One colour per part name, in the order the parts happen, whichever
+	// bar lacks one; the legend lists them in that order.
+	order := partOrder(bars)
 	colors := map[string]int{}
+	for i, part := range order {
+		colors[part.Name] = i
+		lg.add(partLegend(part, i))
+	}
 	names := make([]string, len(bars))
 	const h = 0.6 // bar thickness, in contestant slots
 	// Contestant 0 is drawn at the top, as it is read first.
@@ -37,20 +44,9 @@ func Bill(dir, name string, bars []BillBar) (File, error) {
 			if !(part.Median > 0) || !finite(part.Median) {
 				continue
 			}
-			ci, ok := colors[part.Name]
-			if !ok {
-				ci = len(colors)
-				colors[part.Name] = ci
-			}
-			r := rect{x0: at, x1: at + part.Median, y0: y - h/2, y1: y + h/2, fill: seriesColor(ci)}
-			legendName := part.Name
-			if part.Modelled {
-				r.fill = lighter(seriesColor(ci), 0.55)
-				r.hatch = &draw.LineStyle{Color: seriesColor(ci), Width: vg.Points(0.8)}
-				legendName += " (modelled)"
-			}
+			r := partRect(part, colors[part.Name])
+			r.x0, r.x1, r.y0, r.y1 = at, at+part.Median, y-h/2, y+h/2
 			p.Add(r)
-			lg.add(legendName, r)
 			at += part.Median
 		}
 		end := at
@@ -73,6 +69,57 @@ func Bill(dir, name string, bars []BillBar) (File, error) {
 	fig := &figure{title: title, panels: []*plot.Plot{p}, legend: lg.legend()}
 	fig.w, fig.h = 10*vg.Inch, vg.Length(len(bars))*0.55*vg.Inch+1.4*vg.Inch
 	return fig.write(dir, name)
+}
+
+// partOrder is every part name of bars once, each after the part that
+// precedes it in some bar, so a bar without a part (nothing re-read)
+// does not move the parts after it to another place or colour. A part
+// keeps the first Modelled it was seen with.
+func partOrder(bars []BillBar) []Part {
+	var order []Part
+	index := func(name string) int {
+		for i, p := range order {
+			if p.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	for _, b := range bars {
+		prev := -1
+		for _, part := range b.Parts {
+			if !(part.Median > 0) || !finite(part.Median) {
+				continue
+			}
+			i := index(part.Name)
+			if i < 0 {
+				i = prev + 1
+				order = append(order[:i], append([]Part{part}, order[i:]...)...)
+			}
+			prev = i
+		}
+	}
+	return order
+}
+
+// partRect is part's bar segment style: its colour, lighter and hatched
+// when modelled.
+func partRect(part Part, ci int) rect {
+	r := rect{fill: seriesColor(ci)}
+	if part.Modelled {
+		r.fill = lighter(seriesColor(ci), 0.55)
+		r.hatch = &draw.LineStyle{Color: seriesColor(ci), Width: vg.Points(0.8)}
+	}
+	return r
+}
+
+// partLegend is part's legend entry.
+func partLegend(part Part, ci int) (string, plot.Thumbnailer) {
+	name := part.Name
+	if part.Modelled {
+		name += " (modelled)"
+	}
+	return name, partRect(part, ci)
 }
 
 // billEnd is how far a bar and its whisker reach.

@@ -206,3 +206,24 @@ func TestPhaseSpans(t *testing.T) {
 		}
 	}
 }
+
+// A bar without a part (microbatch re-reads nothing) does not move the
+// parts after it: the order, and so the colours, are those the parts
+// happen in.
+func TestBillPartOrderSurvivesAMissingPart(t *testing.T) {
+	mk := func(names ...string) BillBar {
+		var b BillBar
+		for _, n := range names {
+			b.Parts = append(b.Parts, Part{Name: n, Median: 1})
+		}
+		return b
+	}
+	got := partOrder([]BillBar{mk("detect", "acquire", "restore", "catch-up"), mk("detect", "acquire", "restore", "reprocess", "catch-up")})
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Name)
+	}
+	if want := "detect acquire restore reprocess catch-up"; strings.Join(names, " ") != want {
+		t.Errorf("part order %q, want %q", strings.Join(names, " "), want)
+	}
+}
