@@ -41,6 +41,21 @@ func (countTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// (7500, not 7500.00).
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			// Rounded first, so 0.1+0.2 reads 0.3.
+			ts[i].Label = strconv.FormatFloat(math.Round(ts[i].Value*1e9)/1e9, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
 func shortCount(v float64) string {
 	switch a := math.Abs(v); {
 	case a >= 1e6:
