@@ -177,7 +177,7 @@ func (m *model) workerLanes(w int) []int {
 
 // pairSpans matches start events with their ends: blocking per lane and
 // channel, replay per lane, units and snapshots per lane and id, dead time
-// from a crash to the next restore.
+// from a crash to the next restore or the lane's next work.
 func (m *model) pairSpans() {
 	type key struct {
 		kind string
@@ -211,6 +211,11 @@ func (m *model) pairSpans() {
 	}
 	for _, e := range m.events {
 		l := m.laneOf(e)
+		if revives(e.Kind) && l >= 0 {
+			// A dead lane at work again has been replaced (disk-phase
+			// replaces a worker without a restore event).
+			finish(key{spanDead, l, "", 0}, e)
+		}
 		switch e.Kind {
 		case spacetime.BlockStart:
 			start(key{spanBlock, l, e.Channel, 0}, e)
@@ -281,4 +286,15 @@ func pointName(id int64) string {
 		return "the start"
 	}
 	return "point " + strconv.FormatInt(id, 10)
+}
+
+// revives says an event of kind k on a lane is new work there, so a lane
+// dead before it has been replaced. What is recorded of the dead (a lost
+// piece) is not.
+func revives(k string) bool {
+	switch k {
+	case spacetime.Batch, spacetime.UnitStart, spacetime.SnapshotStart, spacetime.Marker, spacetime.ReplayStart:
+		return true
+	}
+	return false
 }
