@@ -42,6 +42,10 @@ func describeEvent(ev report.TimedEvent) string {
 				"", m["task"], f("start_delay_ms"), mode, f("alignment_ms"), f("sync_ms"), f("async_ms"), f("state_bytes"), f("in_flight_records"))
 		}
 	case "batch":
+		if st, _ := e["status"].(string); st != "" && st != "completed" {
+			fmt.Fprintf(&b, "%sbatch %.0f %s: %v\n", at, num("batch_id"), strings.ToUpper(st), e["reason"])
+			break
+		}
 		d, _ := e["durations_ms"].(map[string]any)
 		g := func(k string) float64 { v, _ := d[k].(float64); return v }
 		rerun := ""
