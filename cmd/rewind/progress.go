@@ -274,7 +274,7 @@ func (ec *eventCounter) writer() io.Writer {
 		switch {
 		case event == "crash":
 			ec.c.crashes++
-		case event == "checkpoint" && e.Status == "completed", event == "batch" && e.Status == "completed", event == "job_committed":
+		case event == "checkpoint" && e.Status == "completed", event == "batch" && e.Status != "failed" && e.Status != "aborted", event == "job_committed":
 			ec.c.points++
 		}
 	})

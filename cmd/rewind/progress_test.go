@@ -43,6 +43,7 @@ func TestEventCounterCountsRecoveryPointsAndCrashes(t *testing.T) {
 	lines := `{"event":"checkpoint","status":"completed","id":1}
 {"event":"checkpoint","status":"failed","id":2}
 {"event":"batch","batch_id":0}
+{"event":"batch","batch_id":1,"status":"failed","reason":"cut short"}
 {"event":"job_committed","job":0}
 {"event":"crash","cause":"x"}
 {"event":"recovery"}
