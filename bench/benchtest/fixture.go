@@ -11,10 +11,15 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"time"
 
 	"github.com/rewind-engine/rewind/bench"
 	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/diskphase"
+	"github.com/rewind-engine/rewind/microbatch"
+	"github.com/rewind-engine/rewind/recordwise"
 )
 
 // Options shape the fixture.
@@ -50,11 +55,25 @@ type shape struct {
 	reprocessFromPointMs bool    // re-reads from the last recovery point
 }
 
-var shapes = []shape{
-	{"recordwise/aligned", "checkpoint", 4, 25, 120, 150, 12 << 20, 620_000, 2_000, true},
-	{"recordwise/unaligned", "checkpoint", 4, 18, 60, 170, 14 << 20, 600_000, 2_000, true},
-	{"microbatch", "batch", 180, 420, 40, 40, 64 << 10, 700_000, 30_000, true},
-	{"diskphase", "finite job", 900, 1900, 300, 400, 2 << 20, 500_000, 120_000, true},
+// shapes are the default contestants' behaviours, in the order of
+// bench.DefaultContestants of the executors (recordwise's two barrier
+// modes, microbatch, diskphase): the names come from the executors.
+var shapes = named([]shape{
+	{"", "checkpoint", 4, 25, 120, 150, 12 << 20, 620_000, 2_000, true},
+	{"", "checkpoint", 4, 18, 60, 170, 14 << 20, 600_000, 2_000, true},
+	{"", "batch", 180, 420, 40, 40, 64 << 10, 700_000, 30_000, true},
+	{"", "finite job", 900, 1900, 300, 400, 2 << 20, 500_000, 120_000, true},
+})
+
+func named(ss []shape) []shape {
+	names := strings.Split(bench.DefaultContestants([]run.Executor{recordwise.Executor{}, microbatch.Executor{}, diskphase.Executor{}}), ",")
+	if len(names) != len(ss) {
+		panic(fmt.Sprintf("benchtest: %d default contestants for %d shapes", len(names), len(ss)))
+	}
+	for i := range ss {
+		ss[i].name = names[i]
+	}
+	return ss
 }
 
 const (
