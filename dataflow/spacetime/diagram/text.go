@@ -175,6 +175,14 @@ type mark struct {
 	g    glyph
 }
 
+// laneGlyph is the glyph of the events that mark their own lane's cell
+// and nothing else.
+var laneGlyph = map[string]glyph{
+	spacetime.SnapshotStart: gSnapStart, spacetime.SnapshotDurable: gSnapDone, spacetime.InFlight: gInFlight,
+	spacetime.PointComplete: gComplete, spacetime.PointFailed: gFailed, spacetime.Commit: gCommit,
+	spacetime.Ledger: gLedger, spacetime.PieceRebuilt: gRebuilt,
+}
+
 // marks are the cells one event marks.
 func (m *model) marks(e spacetime.Event) []mark {
 	lane := m.laneOf(e)
@@ -183,6 +191,9 @@ func (m *model) marks(e spacetime.Event) []mark {
 			return nil
 		}
 		return []mark{{lane, g}}
+	}
+	if g, ok := laneGlyph[e.Kind]; ok {
+		return one(g)
 	}
 	switch e.Kind {
 	case spacetime.Batch:
@@ -202,22 +213,6 @@ func (m *model) marks(e spacetime.Event) []mark {
 			return []mark{{i, gMarker}}
 		}
 		return one(gMarker)
-	case spacetime.SnapshotStart:
-		return one(gSnapStart)
-	case spacetime.SnapshotDurable:
-		return one(gSnapDone)
-	case spacetime.InFlight:
-		return one(gInFlight)
-	case spacetime.PointComplete:
-		return one(gComplete)
-	case spacetime.PointFailed:
-		return one(gFailed)
-	case spacetime.Commit:
-		return one(gCommit)
-	case spacetime.Ledger:
-		return one(gLedger)
-	case spacetime.PieceRebuilt:
-		return one(gRebuilt)
 	case spacetime.Seam:
 		out := make([]mark, len(m.lanes))
 		for i := range m.lanes {
