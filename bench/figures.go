@@ -64,7 +64,7 @@ func steady(s *report.Series, w window) (f Figures, points int) {
 		}
 	}
 	if len(durs) > 0 {
-		f.CheckpointMs = ptr(median(durs))
+		f.CheckpointMs = ptr(StatOf(durs).Median)
 	}
 	return f, len(pts)
 }
@@ -112,16 +112,6 @@ func cycleSpan(s *report.Series, w window) (from, to float64, ok bool) {
 	from = math.Floor(first/s.BucketMs) * s.BucketMs
 	to = math.Floor(last/s.BucketMs) * s.BucketMs
 	return from, to, to > from
-}
-
-func median(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }
 
 func ptr[T any](v T) *T { return &v }

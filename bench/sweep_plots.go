@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -175,36 +176,15 @@ func (r *Results) sweepCurves(x, y func(RunResult) *float64) []plots.Curve {
 				continue
 			}
 			pt := plots.Point{Name: label}
-			pt.X, pt.XMin, pt.XMax = sweepSpread(xs)
-			pt.Y, pt.YMin, pt.YMax = sweepSpread(ys)
+			sx, sy := StatOf(xs), StatOf(ys)
+			pt.X, pt.XMin, pt.XMax = sx.Median, sx.Min, sx.Max
+			pt.Y, pt.YMin, pt.YMax = sy.Median, sy.Min, sy.Max
 			c.Points = append(c.Points, pt)
 		}
-		slices.SortStableFunc(c.Points, func(a, b plots.Point) int { return sweepCmp(a.X, b.X) })
+		slices.SortStableFunc(c.Points, func(a, b plots.Point) int { return cmp.Compare(a.X, b.X) })
 		out = append(out, c)
 	}
 	return out
-}
-
-// spreadOf is the median, min and max of vs (not empty).
-func sweepSpread(vs []float64) (mid, lo, hi float64) {
-	vs = slices.Clone(vs)
-	slices.Sort(vs)
-	n := len(vs)
-	mid = vs[n/2]
-	if n%2 == 0 {
-		mid = (vs[n/2-1] + vs[n/2]) / 2
-	}
-	return mid, vs[0], vs[n-1]
-}
-
-func sweepCmp(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func sweepFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -148,8 +148,8 @@ func TestSweepCurves(t *testing.T) {
 	if len(cs[1].Points) != 1 {
 		t.Fatalf("contestant b: %+v, want only the measured point", cs[1].Points)
 	}
-	if m, lo, hi := sweepSpread([]float64{4, 1, 3, 2}); m != 2.5 || lo != 1 || hi != 4 {
-		t.Fatalf("sweepSpread = %v %v %v", m, lo, hi)
+	if st := StatOf([]float64{4, 1, 3, 2}); st.Median != 2.5 || st.Min != 1 || st.Max != 4 {
+		t.Fatalf("StatOf = %v %v %v", st.Median, st.Min, st.Max)
 	}
 }
 

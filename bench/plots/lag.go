@@ -42,7 +42,7 @@ func Lag(dir, name string, panels []Panel) (File, error) {
 		p.X.Min, p.X.Max = 0, endS
 		p.X.Tick.Marker = secondTicks(endS)
 		p.Y.Min, p.Y.Max = 0, hi
-		p.Y.Tick.Marker = countTicks{}
+		p.Y.Tick.Marker = countTicks
 		fig.panels = append(fig.panels, p)
 	}
 	fig.legend = lg.legendOrdered("source lag")

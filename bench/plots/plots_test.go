@@ -230,12 +230,12 @@ func TestBillPartOrderSurvivesAMissingPart(t *testing.T) {
 
 // Linear axis labels carry no trailing zeros and no float noise.
 func TestPlainTicks(t *testing.T) {
-	for _, tk := range (plainTicks{}).Ticks(0, 7500) {
+	for _, tk := range plainTicks.Ticks(0, 7500) {
 		if tk.Label != "" && (strings.Contains(tk.Label, ".") || len(tk.Label) > 4) {
 			t.Errorf("label %q of %g", tk.Label, tk.Value)
 		}
 	}
-	for _, tk := range (plainTicks{}).Ticks(0, 0.9) {
+	for _, tk := range plainTicks.Ticks(0, 0.9) {
 		if len(tk.Label) > 4 {
 			t.Errorf("label %q of %g", tk.Label, tk.Value)
 		}

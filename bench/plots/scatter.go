@@ -53,7 +53,7 @@ func drawCurves(dir, name string, ax Axes, curves []Curve, prediction *Curve, la
 		return empty(ax.Title, "no point to draw").write(dir, name)
 	}
 	p := newPlot("", ax.X, ax.Y)
-	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks{}, plainTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plainTicks, plainTicks
 	if ax.LogX {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, logTicks{}
 	}

@@ -27,30 +27,25 @@ func secondTicks(endS float64) plot.Ticker {
 	})
 }
 
-// countTicks are gonum's default ticks with large counts written short
-// (300k, 1.2M), so a lag axis stays narrow and readable.
-type countTicks struct{}
-
-func (countTicks) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = shortCount(ts[i].Value)
-		}
-	}
-	return ts
-}
-
-// plainTicks are gonum's default ticks labelled without trailing zeros
+// relabelled are gonum's default ticks with each label written by the
+// function: countTicks write large counts short (300k, 1.2M), so a lag
+// axis stays narrow; plainTicks write numbers without trailing zeros
 // (7500, not 7500.00).
-type plainTicks struct{}
+type relabelled func(float64) string
 
-func (plainTicks) Ticks(min, max float64) []plot.Tick {
+var (
+	countTicks = relabelled(shortCount)
+	plainTicks = relabelled(func(v float64) string {
+		// Rounded first, so 0.1+0.2 reads 0.3.
+		return strconv.FormatFloat(math.Round(v*1e9)/1e9, 'f', -1, 64)
+	})
+)
+
+func (f relabelled) Ticks(min, max float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(min, max)
 	for i := range ts {
 		if ts[i].Label != "" {
-			// Rounded first, so 0.1+0.2 reads 0.3.
-			ts[i].Label = strconv.FormatFloat(math.Round(ts[i].Value*1e9)/1e9, 'f', -1, 64)
+			ts[i].Label = f(ts[i].Value)
 		}
 	}
 	return ts
