@@ -3,24 +3,16 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/report"
-	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/sink"
-	"github.com/rewind-engine/rewind/dataflow/spacetime"
-	"github.com/rewind-engine/rewind/dataflow/spacetime/diagram"
 )
 
 // Trace's own defaults: small steps, so a short run shows several of
@@ -44,7 +36,7 @@ var traceFormats = []string{"text", "svg", "html", "json", "log"}
 // restore and the replay.
 func newTraceCmd(stdout, stderr io.Writer) *cobra.Command {
 	f := &runFlags{executor: defaultExecutor, summary: "text"}
-	var format, out string
+	var format, out, teach string
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Run a tiny job with one crash and draw how its executor recovers",
@@ -67,7 +59,8 @@ events as a timeline, with per-task checkpoint timings).`,
   rewind trace --barriers aligned --job join --format svg --out aligned.svg
   rewind trace --executor microbatch --lost-piece-recovery rerun-batch
   rewind trace --executor diskphase --format html --out diskphase.html
-  rewind trace --format log                      # the progress events in full`,
+  rewind trace --format log                      # the progress events in full
+  rewind trace --teach list                      # the classic mistakes, runnable`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(traceFormats, format) {
@@ -79,7 +72,11 @@ events as a timeline, with per-task checkpoint timings).`,
 					return usagef("invalid --out %s: no directory %s to write it in", out, filepath.Dir(out))
 				}
 			}
-			return f.trace(cmd, traceOutput{format: format, path: out}, stdout, stderr)
+			to := traceOutput{format: format, path: out}
+			if teach != "" {
+				return f.teach(cmd.Context(), cmd.Flags(), teach, to, stdout, stderr)
+			}
+			return f.trace(cmd, to, stdout, stderr)
 		},
 	}
 	fl := cmd.Flags()
@@ -87,6 +84,7 @@ events as a timeline, with per-task checkpoint timings).`,
 	fl.StringVar(&f.barriers, "barriers", "unaligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringArrayVar(&f.fails, "fail", nil, "crash to inject (repeatable), or none; default: worker 1 at half the input (recordwise, diskphase: and once the first recovery point is durable)")
 	fl.StringVar(&format, "format", "text", "output: "+strings.Join(traceFormats, ", "))
+	fl.StringVar(&teach, "teach", "", "run the classic mistake `NAME` beside the right way and show the difference it makes (list: what there is)")
 	fl.StringVarP(&out, "out", "o", "", "write the output to `FILE` instead of stdout")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log executor details to stderr")
 	f.addJobFlags(fl)
@@ -130,7 +128,7 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	}
 	defer os.RemoveAll(dir)
 	f.output = filepath.Join(dir, "out")
-	cfg, j, err := f.config(exec)
+	cfg, _, err := f.config(exec)
 	if err != nil {
 		return err
 	}
@@ -140,23 +138,14 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	if !fl.Changed("storage") {
 		cfg.Storage = "file://" + filepath.Join(dir, "storage")
 	}
-	level := slog.LevelError
-	if f.verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := traceLogger(f.verbose, stderr)
 	ctx := cmd.Context()
 
 	// The reference gives the right answer and the input's size.
 	refExec := referenceExecutor()
 	refCfg := cfg
 	refCfg.Executor, refCfg.Options, refCfg.Output, refCfg.Fails = refExec.Name(), nil, filepath.Join(dir, refExec.Name()), nil
-	refEnv, err := run.Prepare(ctx, refCfg, memory.NewGoAllocator(), log, false, run.OutputOverwrite)
-	if err != nil {
-		return err
-	}
-	ref, err := run.Execute(ctx, refExec, refEnv)
-	refEnv.Close()
+	ref, err := runTraced(ctx, refExec, refCfg, nil, log)
 	if err != nil {
 		return err
 	}
@@ -166,7 +155,7 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	// first one (should the input end before, trace says so and fails).
 	if !f.noFails && len(cfg.Fails) == 0 {
 		tr, worker := exec.Traits(), min(1, exec.Workers(cfg)-1)
-		cfg.Fails = []fault.Spec{{Worker: worker, AfterRecords: max(ref.RecordsIn/2, 1), AfterPoint: tr.FirstDurablePoint}}
+		cfg.Fails = []fault.Spec{{Worker: worker, AfterRecords: max(ref.summary.RecordsIn/2, 1), AfterPoint: tr.FirstDurablePoint}}
 		if tr.MidWorkPoint != "" {
 			// Inside a batch, about half-way: the input lasts about
 			// traceBatches units of work at trace's cadence.
@@ -177,38 +166,16 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 		}
 	}
 
-	tl := report.NewTimeline()
-	cfg.Progress = tl
-	env, err := run.Prepare(ctx, cfg, memory.NewGoAllocator(), log, true, run.OutputOverwrite)
+	t, err := runTraced(ctx, exec, cfg, nil, log)
 	if err != nil {
 		return err
 	}
-	defer env.Close()
-	// The diagram's time counts from here, just before the executor starts.
-	env.Trace = spacetime.NewRecorder(time.Now())
-	s, err := run.Execute(ctx, exec, env)
-	if err != nil {
-		return err
-	}
-	if s.Interrupted {
-		// A partial output compared with the reference would read as a
-		// wrong result.
-		return errInterrupted
-	}
-	want, _, err := sink.Resolve(refCfg.Output, j.Output)
-	if err != nil {
-		return err
-	}
-	got, _, err := sink.Resolve(cfg.Output, j.Output)
-	if err != nil {
-		return err
-	}
-
-	story := traceStory{cfg: cfg, exec: exec, summary: s, rec: diagram.FromRecorder(env.Trace), timeline: tl}
-	if d := got.Diff(want, 5); d != "" {
+	s := t.summary
+	story := traceStory{cfg: cfg, exec: exec, summary: s, rec: t.rec, timeline: t.timeline}
+	if d := t.result.Diff(ref.result, 5); d != "" {
 		story.diff = d
 	} else {
-		story.rows = len(want.Rows)
+		story.rows = len(ref.result.Rows)
 	}
 	if err := to.write(story, stdout, stderr); err != nil {
 		return err

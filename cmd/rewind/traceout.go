@@ -35,15 +35,6 @@ type traceStory struct {
 }
 
 func (to traceOutput) write(st traceStory, stdout, stderr io.Writer) error {
-	w := stdout
-	var file *os.File
-	if to.path != "" {
-		var err error
-		if file, err = os.Create(to.path); err != nil {
-			return fmt.Errorf("writing the trace: %w", err)
-		}
-		w = file
-	}
 	var b bytes.Buffer
 	var err error
 	switch to.format {
@@ -58,20 +49,22 @@ func (to traceOutput) write(st traceStory, stdout, stderr io.Writer) error {
 	case "json":
 		err = diagram.WriteJSON(&b, st.rec)
 	}
-	if err == nil {
-		_, err = w.Write(b.Bytes())
-	}
-	if file != nil {
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			fmt.Fprintf(stderr, "rewind: wrote the %s trace to %s\n", to.format, to.path)
-		}
-	}
 	if err != nil {
 		return fmt.Errorf("writing the trace: %w", err)
 	}
+	return to.put(b.String(), stdout, stderr)
+}
+
+// put writes text to the --out file (saying so on stderr) or to stdout.
+func (to traceOutput) put(text string, stdout, stderr io.Writer) error {
+	if to.path == "" {
+		_, err := io.WriteString(stdout, text)
+		return err
+	}
+	if err := os.WriteFile(to.path, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("writing the trace: %w", err)
+	}
+	fmt.Fprintf(stderr, "rewind: wrote the %s trace to %s\n", to.format, to.path)
 	return nil
 }
 

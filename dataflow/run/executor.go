@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/report"
 )
 
@@ -63,6 +64,11 @@ type Traits struct {
 	// processed, re-read and how far behind it is from what the executor
 	// reports through Env.SeriesInput instead.
 	OwnPositions bool
+	// Mistakes are the wrong variants (package mistake) the executor can
+	// run for `rewind trace --teach`, which runs each on the first
+	// executor listing it. Mistakes made outside the executor (the sink
+	// mode, a forgetful input) need no listing.
+	Mistakes []mistake.Name
 	// NoOptions is the executor's Options with nothing set (its zero
 	// value), for code that holds only the executor (bench picks a variant
 	// on it).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
@@ -89,6 +90,10 @@ type Env struct {
 	// Trace, when set (rewind trace), records the steps a time-space
 	// diagram draws; nil in ordinary runs.
 	Trace *spacetime.Recorder
+	// Mistake, when set, is the deliberately wrong variant the executor
+	// runs (see package mistake). Only `rewind trace --teach` sets it,
+	// after Prepare; nothing in Config can, so run and bench never do.
+	Mistake *mistake.Plan
 	// Series records the run over time: run.Execute sets it and wraps the
 	// sources to feed it; executors report to it what becomes visible
 	// (with its latency) and their recovery points. Nil-safe: nil when
