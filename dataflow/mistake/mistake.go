@@ -96,7 +96,10 @@ type Step struct {
 	Partition int    `json:"partition"`
 	From      int64  `json:"from"`
 	To        int64  `json:"to"`
-	Note      string `json:"note,omitempty"`
+	// IDs name the records themselves where they are not one offset range
+	// of one partition (the records in flight on a channel).
+	IDs  []int64 `json:"ids,omitempty"`
+	Note string  `json:"note,omitempty"`
 }
 
 // Is reports whether p makes mistake n.
