@@ -16,10 +16,12 @@ soak:
 demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
-## bench: the standard suite, about 3 minutes: every executor three times, interleaved, one crash
-## each (results, plots and report.html in rewind-bench/)
+## bench: the standard suite, about 5 minutes: every executor three times, interleaved, one crash
+## each (results, plots and report.html in rewind-bench/), then COST: every executor unpaced at
+## parallelism 1 and 2 against one thread, every job (rewind-bench/cost/)
 bench:
 	$(GO) run ./cmd/rewind bench --repeat 3 --out rewind-bench
+	$(GO) run ./cmd/rewind bench cost --out rewind-bench/cost
 
 ## gobench: every go benchmark once (figures vary on a shared machine: compare ratios within one run)
 gobench:

@@ -20,7 +20,7 @@ func secondTicks(endS float64) plot.Ticker {
 		}
 		var out []plot.Tick
 		for i := math.Ceil(min / step); i*step <= max+1e-9; i++ {
-			v := i * step
+			v := math.Round(i*step*1e9) / 1e9 // 7 × 0.2 reads 1.4
 			out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
 		}
 		return out

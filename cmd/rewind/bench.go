@@ -236,8 +236,11 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 
 // replayCommand is the command line that runs this benchmark again: the
 // flags set, and the seed, which fixes the inputs and the fault moments.
-func replayCommand(fl *pflag.FlagSet) string {
-	parts := []string{"rewind", "bench"}
+func replayCommand(fl *pflag.FlagSet) string { return replayCommandOf(fl, "rewind bench") }
+
+// replayCommandOf is replayCommand for the command named by prefix.
+func replayCommandOf(fl *pflag.FlagSet, prefix string) string {
+	parts := []string{prefix}
 	fl.Visit(func(f *pflag.Flag) {
 		if sv, ok := f.Value.(pflag.SliceValue); ok && f.Value.Type() == "stringArray" {
 			for _, v := range sv.GetSlice() {

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rewind-engine/rewind/bench"
+	"github.com/rewind-engine/rewind/dataflow/job"
+)
+
+// newBenchCostCmd is `rewind bench cost`: McSherry's COST, how many cores
+// each executor needs to beat one good thread.
+func newBenchCostCmd(stdout, stderr io.Writer) *cobra.Command {
+	var jobs, contestants, pars, out, sinkMode string
+	var records int64
+	var repeat int
+	var seed int64
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "cost",
+		Short: "Unpaced throughput of every executor at parallelism 1 and 2 against one thread (COST)",
+		Long: `cost runs every contestant over the same bounded generated input as fast as
+it can, without a crash, at each --parallelism, and sets its throughput
+(input records over the run's wall time) against the single-threaded
+reference executor's over the same input in the same run: a ratio of 1 is
+where a parallel run starts to pay for its cores (McSherry, Isard and
+Murray's COST). Every output is checked against the reference's; a wrong
+one is flagged. The executors run with their default settings (recordwise
+checkpoints every 1s, microbatch triggers every 100ms, diskphase one
+finite job).
+
+Writes cost.json, cost.csv and cost.svg/png into --out and prints the
+table. Exit status 1 when a run failed or produced a wrong result.`,
+		Example: `  rewind bench cost                                   # every job, every executor, parallelism 1 and 2
+  rewind bench cost --jobs keyed-count --records 4000000 --repeat 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			js := strings.Split(jobs, ",")
+			for _, j := range js {
+				if !slices.Contains(job.Names(), j) {
+					return usagef("invalid --jobs %q: allowed are %s", j, strings.Join(job.Names(), ", "))
+				}
+			}
+			var ps []int
+			for _, s := range strings.Split(pars, ",") {
+				p, err := strconv.Atoi(s)
+				if err != nil || p < 1 || p > 128 {
+					return usagef("invalid --parallelism %q: comma-separated numbers in 1..128", s)
+				}
+				ps = append(ps, p)
+			}
+			switch {
+			case records < 1000:
+				return usagef("invalid --records %d: at least 1000, for a throughput worth the name", records)
+			case repeat < 1:
+				return usagef("invalid --repeat %d: must be at least 1", repeat)
+			case out == "":
+				return usagef("invalid --out: must name a directory")
+			}
+			cs, err := bench.ParseContestants(contestants, registry)
+			if err != nil {
+				return usageError{err}
+			}
+			// The executors' defaults, as rewind run has them.
+			f := &runFlags{barriers: "aligned", summary: "text"}
+			f.addJobFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
+			f.sinkMode, f.seed, f.output = sinkMode, seed, "-"
+			cfg, _, err := f.config(nil)
+			if err != nil {
+				return err
+			}
+			scratch, err := os.MkdirTemp("", "rewind-cost-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(scratch)
+			p := bench.CostPlan{Jobs: js, Parallelisms: ps, Records: records,
+				Plan: bench.Plan{Config: cfg, Contestants: cs, Options: f.allOptions(), Repeat: repeat,
+					Command: replayCommandOf(fl, "rewind bench cost"), Scratch: scratch, Executors: executors,
+					Alloc: memory.NewGoAllocator(), Log: traceLogger(verbose, stderr), Progress: stderr}}
+			res, err := bench.RunCost(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			files, err := res.WriteDir(out)
+			if err != nil {
+				return fmt.Errorf("writing the results into %s: %w", out, err)
+			}
+			fmt.Fprintf(stderr, "bench cost: wrote %s\n", strings.Join(files, ", "))
+			if err := res.WriteTable(stdout); err != nil {
+				return err
+			}
+			for _, row := range res.Rows {
+				if row.Error != "" || row.Wrong > 0 {
+					return fmt.Errorf("at least one run failed or differed from the reference (see the table)")
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&jobs, "jobs", strings.Join(job.Names(), ","), "jobs, comma-separated")
+	fl.StringVar(&contestants, "executors", bench.DefaultContestants(registry), "contestants, comma-separated; recordwise takes /aligned or /unaligned")
+	fl.StringVar(&pars, "parallelism", "1,2", "parallelisms to run every contestant at, comma-separated")
+	fl.Int64Var(&records, "records", bench.DefaultCostRecords, "input records per run (summed over the job's inputs)")
+	fl.IntVar(&repeat, "repeat", 1, "runs of everything, interleaved; the figures are medians")
+	fl.StringVar(&sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
+	fl.Int64Var(&seed, "seed", 1, "seed of the generated input")
+	fl.StringVar(&out, "out", "rewind-bench/cost", "directory for cost.json, cost.csv and the figure")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "log executor details to stderr")
+	return cmd
+}
