@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -80,6 +81,9 @@ func (inc *incarnation) partWriter(j partJob) {
 		}
 		desc.Ops = append(desc.Ops, opObject{Stage: o.stage, Key: key, Bytes: int64(buf.Len()), KeyGroups: len(o.parts)})
 		stateBytes += int64(buf.Len())
+	}
+	if inc.env.Mistake.Is(mistake.UnalignedNoInflight) {
+		inc.dropInFlight(j.task, ck)
 	}
 	var streams []chanStream
 	for _, ch := range sortedKeys(ck.inState) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -124,7 +125,9 @@ func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
-		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}}
+		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{},
+		Mistakes: []mistake.Name{mistake.OffsetBehind, mistake.OffsetAhead, mistake.UnalignedNoInflight,
+			mistake.PartialPoint, mistake.RestartNoRestore}}
 }
 
 // FailPoints implements run.Executor.

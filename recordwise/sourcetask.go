@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
+	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -276,6 +277,9 @@ func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
 		return
 	}
 	ck.sources = t.src.positions()
+	if m := t.inc.env.Mistake; m.Is(mistake.OffsetBehind) || m.Is(mistake.OffsetAhead) || m.Is(mistake.PartialPoint) {
+		t.misplaceCut(id, ck.sources)
+	}
 	ck.outWM = t.wm
 	ck.snapshotted, ck.unaligned = true, unaligned
 	ck.snapAt = start
