@@ -26,6 +26,10 @@ import (
 // counted twice or never shows as one key's count off by one.
 const countJob = "keyed-count"
 
+// wholePartition is the end offset the lessons read a whole partition to:
+// far past any input a lesson can draw (trace's are 60 records).
+const wholePartition = 1 << 20
+
 // cutSetup is what a lesson about the cut asks of its runs.
 type cutSetup struct {
 	// barriers is the barrier mode the lesson needs ("": --barriers).
