@@ -221,23 +221,43 @@ func (ch changes) same(b changes) bool {
 	return true
 }
 
-// describe is "key 2 +2 (ids 31 35), key 0 -1 (id 12)", with the ids
-// when withIDs, "none" when nothing is off.
-func (ch changes) describe(withIDs bool) string {
+// sameCounts is same without the sums.
+func (ch changes) sameCounts(b changes) bool {
+	if len(ch) != len(b) {
+		return false
+	}
+	for k, d := range ch {
+		if e, ok := b[k]; !ok || d.count != e.count {
+			return false
+		}
+	}
+	return true
+}
+
+// describe is "key 2 +2 (ids 31 35), key 0 -1 (id 12)": the ids when
+// withIDs, the sums when withSums, "no key off" when nothing is.
+func (ch changes) describe(withIDs, withSums bool) string {
 	if len(ch) == 0 {
 		return "no key off"
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(ch)) {
 		d := ch[k]
-		s := fmt.Sprintf("key %d %+d (sum %+d)", k, d.count, d.sum)
+		s := fmt.Sprintf("key %d %+d", k, d.count)
+		var in []string
+		if withSums {
+			in = append(in, fmt.Sprintf("sum %+d", d.sum))
+		}
 		if withIDs && len(d.ids) > 0 {
 			ids := slices.Sorted(slices.Values(d.ids))
 			word := "ids"
 			if len(ids) == 1 {
 				word = "id"
 			}
-			s += fmt.Sprintf(" %s %s", word, joinIDs(ids))
+			in = append(in, word+" "+joinIDs(ids))
+		}
+		if len(in) > 0 {
+			s += " (" + strings.Join(in, ", ") + ")"
 		}
 		parts = append(parts, s)
 	}
@@ -295,8 +315,15 @@ func (r *cutRuns) cutVerdict(n mistake.Name, pred changes, where string) (*verdi
 		return nil, err
 	}
 	obs := diffCounts(wrong, ref)
-	return &verdict{wrong: r.wrong, right: r.right,
-		wrongGot: got(wrong, ref), rightGot: got(right, ref),
-		predicted: where + ": " + pred.describe(true), observed: obs.describe(false),
-		holds: pred.same(obs) && len(diffCounts(right, ref)) == 0 && r.right.result.Diff(r.ref.result, 1) == ""}, nil
+	v := &verdict{wrong: r.wrong, right: r.right, wrongGot: got(wrong, ref), rightGot: got(right, ref),
+		holds: pred.same(obs) && len(diffCounts(right, ref)) == 0 && r.right.result.Diff(r.ref.result, 1) == ""}
+	// The sums are compared too; the lines show them only when they
+	// are what differs.
+	sums := !pred.same(obs) && pred.sameCounts(obs)
+	v.predicted = where + ": " + pred.describe(true, sums)
+	v.observed = obs.describe(false, sums)
+	if pred.same(obs) {
+		v.observed += ", the sums alike"
+	}
+	return v, nil
 }

@@ -14,11 +14,12 @@ import (
 )
 
 // partialCrashPoint is where the partial-point lesson crashes: worker 1
-// dies while writing its first part of the second checkpoint, so that
-// checkpoint gets no metadata and some of its parts are durable, others
-// not.
+// dies as its first part of the second checkpoint has become durable,
+// before the acknowledgement. That checkpoint gets no metadata; one part
+// of it is durable, and worker 1's other part, which it had not written
+// yet, never will be.
 const (
-	partialCrashPoint      = "checkpoint.mid-part-write"
+	partialCrashPoint      = "checkpoint.before-ack"
 	partialCrashOccurrence = 3 // worker 1 writes two parts per checkpoint
 )
 
