@@ -167,6 +167,8 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 	if h := inc.opts.hooks.onRestore; h != nil {
 		h(inc.env.Store, inc.prefix, listing, plan)
 	}
+	// The wrong restore keeps the newest complete point for the sink's
+	// epochs; with none there is nothing to mix.
 	if inc.env.Mistake.Is(mistake.PartialPoint) && plan.Found {
 		rp, err := inc.restorePartial(ctx, listing, plan)
 		return rp, plan, err
