@@ -193,7 +193,7 @@ func (ch changes) add(rec inputRecord, sign int64) {
 // diffCounts are the keys whose count or sum in got differ from want.
 func diffCounts(got, want map[int64]keyCount) changes {
 	out := changes{}
-	for k := range maps.Keys(got) {
+	for k := range got {
 		if d := (keyCount{got[k].count - want[k].count, got[k].sum - want[k].sum}); d != (keyCount{}) {
 			out[k] = &change{count: d.count, sum: d.sum}
 		}
@@ -270,16 +270,6 @@ func joinIDs(ids []int64) string {
 		s[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(s, " ")
-}
-
-// idsOf are every id ch names.
-func (ch changes) idsOf() []int64 {
-	var out []int64
-	for _, d := range ch {
-		out = append(out, d.ids...)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // got says in a line what a run's counts were beside the reference's.

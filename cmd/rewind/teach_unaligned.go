@@ -71,8 +71,8 @@ func (c *classroom) unalignedLesson() (*verdict, error) {
 			}
 			pred.add(rec, -1)
 		}
-		where = append(where, fmt.Sprintf("%s %d", s.Task, len(s.IDs)))
+		where = append(where, fmt.Sprintf("%s: %d", s.Task, len(s.IDs)))
 	}
 	slices.Sort(where)
-	return r.cutVerdict(n, pred, fmt.Sprintf("point %d dropped in flight (%s)", r.restored, strings.Join(where, ", ")))
+	return r.cutVerdict(n, pred, fmt.Sprintf("point %d kept no records in flight (%s)", r.restored, strings.Join(where, ", ")))
 }
