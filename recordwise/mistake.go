@@ -22,6 +22,10 @@ import (
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
+// cutMistakes are the mistakes of this file, for Traits.Mistakes.
+var cutMistakes = []mistake.Name{mistake.OffsetBehind, mistake.OffsetAhead, mistake.UnalignedNoInflight,
+	mistake.PartialPoint, mistake.RestartNoRestore}
+
 // misplaceCut is what a source part saves under OffsetBehind and
 // OffsetAhead: each partition's read position moved Plan.Records records
 // off the cut (behind: not below 0; ahead: not past the partition's
@@ -31,6 +35,9 @@ import (
 // part of this point holds once some other part of it is missing.
 func (t *task) misplaceCut(id checkpoint.ID, sources []partitionState) {
 	m := t.inc.env.Mistake
+	if !m.Is(mistake.OffsetBehind) && !m.Is(mistake.OffsetAhead) && !m.Is(mistake.PartialPoint) {
+		return
+	}
 	for i := range sources {
 		s, p := &sources[i], t.src.parts[i]
 		step := mistake.Step{Point: int64(id), Task: string(t.id), Input: s.Input, Partition: p.index}
@@ -84,6 +91,9 @@ func (t *task) lastOpenable(p *partReader, from, to int64) int64 {
 // snapshot (input channels) are in no operator's state and behind every
 // source's saved position, so a restore from this point has them nowhere.
 func (inc *incarnation) dropInFlight(task checkpoint.TaskID, ck *pendingCk) {
+	if !inc.env.Mistake.Is(mistake.UnalignedNoInflight) {
+		return
+	}
 	var ids []int64
 	drop := func(items []item) {
 		for _, it := range items {
@@ -125,7 +135,7 @@ func batchIDs(b arrow.RecordBatch) []int64 {
 // go on from the cut; the log names, per partition, the records [0, cut)
 // the dropped state had counted.
 func (inc *incarnation) forgetState(rp *restoredPoint) {
-	if !rp.found {
+	if !inc.env.Mistake.Is(mistake.RestartNoRestore) || !rp.found {
 		return
 	}
 	for _, task := range slices.Sorted(maps.Keys(rp.parts)) {
@@ -150,6 +160,13 @@ func (inc *incarnation) forgetState(rp *restoredPoint) {
 		operator.ReleaseStates(parts)
 	}
 	rp.opStates = map[string][]operator.KeyGroupState{}
+}
+
+// restoresParts says the restart restores under PartialPoint. The wrong
+// restore keeps the newest complete point for the sink's epochs; with
+// none there is nothing to mix.
+func (inc *incarnation) restoresParts(plan checkpoint.RestorePlan) bool {
+	return inc.env.Mistake.Is(mistake.PartialPoint) && plan.Found
 }
 
 // restorePartial is what a restart restores under PartialPoint: each task

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -82,9 +81,7 @@ func (inc *incarnation) partWriter(j partJob) {
 		desc.Ops = append(desc.Ops, opObject{Stage: o.stage, Key: key, Bytes: int64(buf.Len()), KeyGroups: len(o.parts)})
 		stateBytes += int64(buf.Len())
 	}
-	if inc.env.Mistake.Is(mistake.UnalignedNoInflight) {
-		inc.dropInFlight(j.task, ck)
-	}
+	inc.dropInFlight(j.task, ck) // trace --teach only
 	var streams []chanStream
 	for _, ch := range sortedKeys(ck.inState) {
 		streams = append(streams, chanStream{dir: dirInput, channel: ch, items: ck.inState[ch]})

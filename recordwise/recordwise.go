@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
-	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -125,9 +124,7 @@ func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
-		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{},
-		Mistakes: []mistake.Name{mistake.OffsetBehind, mistake.OffsetAhead, mistake.UnalignedNoInflight,
-			mistake.PartialPoint, mistake.RestartNoRestore}}
+		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}, Mistakes: cutMistakes}
 }
 
 // FailPoints implements run.Executor.

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
-	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/state"
@@ -167,9 +166,7 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 	if h := inc.opts.hooks.onRestore; h != nil {
 		h(inc.env.Store, inc.prefix, listing, plan)
 	}
-	// The wrong restore keeps the newest complete point for the sink's
-	// epochs; with none there is nothing to mix.
-	if inc.env.Mistake.Is(mistake.PartialPoint) && plan.Found {
+	if inc.restoresParts(plan) { // trace --teach only
 		rp, err := inc.restorePartial(ctx, listing, plan)
 		return rp, plan, err
 	}
@@ -193,9 +190,7 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 				inc.obs.note(fmt.Sprintf("recovery point %d was taken at parallelism %d; restored at %d, its key groups re-assigned",
 					id, rp.meta.Parallelism, inc.plan.parallelism))
 			}
-			if inc.env.Mistake.Is(mistake.RestartNoRestore) {
-				inc.forgetState(rp)
-			}
+			inc.forgetState(rp) // trace --teach only
 			return rp, plan, nil
 		}
 		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.As(err, new(run.RefusedError)) ||

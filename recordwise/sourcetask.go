@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/eventtime"
-	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -277,9 +276,7 @@ func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
 		return
 	}
 	ck.sources = t.src.positions()
-	if m := t.inc.env.Mistake; m.Is(mistake.OffsetBehind) || m.Is(mistake.OffsetAhead) || m.Is(mistake.PartialPoint) {
-		t.misplaceCut(id, ck.sources)
-	}
+	t.misplaceCut(id, ck.sources) // trace --teach only
 	ck.outWM = t.wm
 	ck.snapshotted, ck.unaligned = true, unaligned
 	ck.snapAt = start
