@@ -81,6 +81,7 @@ func (inc *incarnation) partWriter(j partJob) {
 		desc.Ops = append(desc.Ops, opObject{Stage: o.stage, Key: key, Bytes: int64(buf.Len()), KeyGroups: len(o.parts)})
 		stateBytes += int64(buf.Len())
 	}
+	inc.dropInFlight(j.task, ck) // trace --teach only
 	var streams []chanStream
 	for _, ch := range sortedKeys(ck.inState) {
 		streams = append(streams, chanStream{dir: dirInput, channel: ch, items: ck.inState[ch]})

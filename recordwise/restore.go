@@ -166,6 +166,10 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 	if h := inc.opts.hooks.onRestore; h != nil {
 		h(inc.env.Store, inc.prefix, listing, plan)
 	}
+	if inc.restoresParts(plan) { // trace --teach only
+		rp, err := inc.restorePartial(ctx, listing, plan)
+		return rp, plan, err
+	}
 	for _, id := range plan.Discard {
 		if err := deleteCheckpoint(ctx, store, inc.prefix, id); err != nil {
 			return nil, plan, fmt.Errorf("discarding incomplete checkpoint %d: %w", id, err)
@@ -186,6 +190,7 @@ func (inc *incarnation) restore(ctx context.Context) (*restoredPoint, checkpoint
 				inc.obs.note(fmt.Sprintf("recovery point %d was taken at parallelism %d; restored at %d, its key groups re-assigned",
 					id, rp.meta.Parallelism, inc.plan.parallelism))
 			}
+			inc.forgetState(rp) // trace --teach only
 			return rp, plan, nil
 		}
 		if _, ok := fault.AsCrash(err); ok || ctx.Err() != nil || errors.As(err, new(run.RefusedError)) ||
@@ -251,59 +256,69 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		return rp, err
 	}
 	for _, mp := range m.Parts {
-		lp := &loadedPart{}
-		data, err := store.Get(ctx, inc.prefix+mp.Key)
-		rp.bytes += int64(len(data))
-		if err != nil {
-			return rp, fmt.Errorf("part of %s: %w", mp.Task, err)
-		}
-		if err := json.Unmarshal(data, &lp.desc); err != nil {
-			return rp, fmt.Errorf("part of %s: %w", mp.Task, err)
-		}
-		if lp.desc.Version != layoutVersion || lp.desc.Task != mp.Task || lp.desc.Checkpoint != uint64(id) {
-			return rp, fmt.Errorf("part of %s does not belong to checkpoint %d", mp.Task, id)
-		}
-		rp.parts[checkpoint.TaskID(mp.Task)] = lp
-		if rp.rescaled {
-			rp.noteWatermarks(lp.desc)
-		}
-		for _, o := range lp.desc.Ops {
-			data, err := store.Get(ctx, inc.prefix+o.Key)
-			rp.bytes += int64(len(data))
-			if err != nil {
-				return rp, fmt.Errorf("state of %s in %s: %w", o.Stage, mp.Task, err)
-			}
-			_, parts, err := state.DecodeAll(data, inc.env.Alloc)
-			if err != nil {
-				return rp, fmt.Errorf("state of %s in %s: %w", o.Stage, mp.Task, err)
-			}
-			rp.opStates[o.Stage] = append(rp.opStates[o.Stage], parts...)
-		}
-		for _, s := range lp.desc.Sources {
-			if rp.sources[s.Input] == nil {
-				rp.sources[s.Input] = map[string]partitionState{}
-			}
-			rp.sources[s.Input][s.Partition] = s
-		}
-		if lp.desc.Channels != nil {
-			data, err := store.Get(ctx, inc.prefix+lp.desc.Channels.Key)
-			rp.bytes += int64(len(data))
-			if err != nil {
-				return rp, fmt.Errorf("in-flight data of %s: %w", mp.Task, err)
-			}
-			streams, err := decodeChannels(data, inc.env.Alloc)
-			if err != nil {
-				return rp, fmt.Errorf("in-flight data of %s: %w", mp.Task, err)
-			}
-			lp.in, lp.out = map[int][]item{}, map[int][]item{}
-			for _, s := range streams {
-				if s.dir == dirInput {
-					lp.in[s.channel] = append(lp.in[s.channel], s.items...)
-				} else {
-					lp.out[s.channel] = append(lp.out[s.channel], s.items...)
-				}
-			}
+		if err := inc.loadPart(ctx, rp, id, checkpoint.TaskID(mp.Task), mp.Key); err != nil {
+			return rp, err
 		}
 	}
 	return rp, nil
+}
+
+// loadPart reads task's part of checkpoint id (its descriptor at key, its
+// operator state, source positions and in-flight data) into rp.
+func (inc *incarnation) loadPart(ctx context.Context, rp *restoredPoint, id checkpoint.ID, task checkpoint.TaskID, key string) error {
+	store := inc.patient.Store()
+	lp := &loadedPart{}
+	data, err := store.Get(ctx, inc.prefix+key)
+	rp.bytes += int64(len(data))
+	if err != nil {
+		return fmt.Errorf("part of %s: %w", task, err)
+	}
+	if err := json.Unmarshal(data, &lp.desc); err != nil {
+		return fmt.Errorf("part of %s: %w", task, err)
+	}
+	if lp.desc.Version != layoutVersion || lp.desc.Task != string(task) || lp.desc.Checkpoint != uint64(id) {
+		return fmt.Errorf("part of %s does not belong to checkpoint %d", task, id)
+	}
+	rp.parts[task] = lp
+	if rp.rescaled {
+		rp.noteWatermarks(lp.desc)
+	}
+	for _, o := range lp.desc.Ops {
+		data, err := store.Get(ctx, inc.prefix+o.Key)
+		rp.bytes += int64(len(data))
+		if err != nil {
+			return fmt.Errorf("state of %s in %s: %w", o.Stage, task, err)
+		}
+		_, parts, err := state.DecodeAll(data, inc.env.Alloc)
+		if err != nil {
+			return fmt.Errorf("state of %s in %s: %w", o.Stage, task, err)
+		}
+		rp.opStates[o.Stage] = append(rp.opStates[o.Stage], parts...)
+	}
+	for _, s := range lp.desc.Sources {
+		if rp.sources[s.Input] == nil {
+			rp.sources[s.Input] = map[string]partitionState{}
+		}
+		rp.sources[s.Input][s.Partition] = s
+	}
+	if lp.desc.Channels != nil {
+		data, err := store.Get(ctx, inc.prefix+lp.desc.Channels.Key)
+		rp.bytes += int64(len(data))
+		if err != nil {
+			return fmt.Errorf("in-flight data of %s: %w", task, err)
+		}
+		streams, err := decodeChannels(data, inc.env.Alloc)
+		if err != nil {
+			return fmt.Errorf("in-flight data of %s: %w", task, err)
+		}
+		lp.in, lp.out = map[int][]item{}, map[int][]item{}
+		for _, s := range streams {
+			if s.dir == dirInput {
+				lp.in[s.channel] = append(lp.in[s.channel], s.items...)
+			} else {
+				lp.out[s.channel] = append(lp.out[s.channel], s.items...)
+			}
+		}
+	}
+	return nil
 }

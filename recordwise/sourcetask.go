@@ -276,6 +276,7 @@ func (t *task) triggerSource(id checkpoint.ID, at time.Time) {
 		return
 	}
 	ck.sources = t.src.positions()
+	t.misplaceCut(id, ck.sources) // trace --teach only
 	ck.outWM = t.wm
 	ck.snapshotted, ck.unaligned = true, unaligned
 	ck.snapAt = start

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -36,6 +37,10 @@ type lesson struct {
 	// the way the mistake's log (mistake.Plan.Steps) predicted.
 	teach func(c *classroom) (*verdict, error)
 }
+
+// sawVerdict, when set (by tests), sees each verdict while the lesson's
+// runs are still on disk.
+var sawVerdict func(*verdict)
 
 // lessons are the teach modes by name.
 var lessons = map[mistake.Name]lesson{}
@@ -173,13 +178,16 @@ type inputRecord struct {
 
 // records are the records at offsets [from, to) of partition p of cfg's
 // input name, read again from the source (every lesson's input is
-// re-readable).
+// re-readable). A paced input is read on a clock that moves only when
+// the pacing waits, so reading it again takes no time.
 func (c *classroom) records(cfg run.Config, input string, p int, from, to int64) ([]inputRecord, error) {
 	spec, ok := cfg.Inputs[input]
 	if !ok {
 		return nil, fmt.Errorf("the job has no input %q", input)
 	}
-	src, err := source.Open(spec, source.Options{})
+	now := time.Unix(0, 0)
+	src, err := source.Open(spec, source.Options{Now: func() time.Time { return now },
+		Sleep: func(_ context.Context, d time.Duration) error { now = now.Add(d); return nil }})
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +244,9 @@ func (f *runFlags) teach(ctx context.Context, fl *pflag.FlagSet, name string, to
 	v, err := l.teach(c)
 	if err != nil {
 		return err
+	}
+	if sawVerdict != nil {
+		sawVerdict(v)
 	}
 	if err := to.writeLesson(l, v, stdout, stderr); err != nil {
 		return err
