@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/pflag"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
@@ -36,6 +37,10 @@ type lesson struct {
 	// the way the mistake's log (mistake.Plan.Steps) predicted.
 	teach func(c *classroom) (*verdict, error)
 }
+
+// sawVerdict, when set (by tests), sees each verdict while the lesson's
+// runs are still on disk.
+var sawVerdict func(*verdict)
 
 // lessons are the teach modes by name.
 var lessons = map[mistake.Name]lesson{}
@@ -155,6 +160,13 @@ func (c *classroom) run(exec run.Executor, cfg run.Config, plan *mistake.Plan) (
 	return runTraced(c.ctx, exec, cfg, plan, c.log)
 }
 
+// crash is the crash the lesson's runs of exec on cfg take: trace's
+// default (half-way through ref's input, after the first durable recovery
+// point).
+func (c *classroom) crash(exec run.Executor, cfg run.Config, ref *traced) ([]fault.Spec, error) {
+	return traceCrash(exec, cfg, ref.summary.RecordsIn)
+}
+
 // reference is the reference executor's result on cfg's input.
 func (c *classroom) reference(cfg run.Config) (*traced, error) {
 	ref := referenceExecutor()
@@ -236,6 +248,9 @@ func (f *runFlags) teach(ctx context.Context, fl *pflag.FlagSet, name string, to
 	v, err := l.teach(c)
 	if err != nil {
 		return err
+	}
+	if sawVerdict != nil {
+		sawVerdict(v)
 	}
 	if err := to.writeLesson(l, v, stdout, stderr); err != nil {
 		return err
