@@ -39,6 +39,7 @@ type coordLoop struct {
 	finalErr int           // final checkpoints abandoned in a row
 	metrics  map[checkpoint.ID][]TaskCheckpointStats
 	dead     bool
+	stw      *stopWorld // the stop-the-world checkpoint in progress, if any
 }
 
 // maxFinalAttempts bounds how often the final checkpoint is retried: with
@@ -253,6 +254,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				for _, t := range c.sources {
 					t.post(ctrlMsg{kind: ctrlTrigger, id: a.ID, at: a.At})
 				}
+				c.stopSources(a.ID)
 			}
 			c.inc.obs.triggered()
 			if err := c.point(PointAfterTrigger); err != nil {
@@ -270,6 +272,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				c.fail(err)
 				return
 			}
+			c.worldSaved(a.ID)
 			st, _ := c.co.Stats(a.ID)
 			md := metadata{Version: layoutVersion, Job: c.inc.plan.job.Name, RunID: c.inc.runID, Checkpoint: uint64(a.ID),
 				Parallelism: c.inc.plan.parallelism, Barriers: c.inc.mode.String(),
@@ -303,6 +306,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 		case checkpoint.NotifyComplete:
 			c.inc.env.Trace.Record(spacetime.Event{Kind: spacetime.PointComplete, Lane: coordinatorLane, Worker: -1, ID: int64(a.ID)})
 			c.inc.forgetCheckpoints(a.ID)
+			c.resumeSources(a.ID, true)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			if err := c.point(PointSinkBeforeCommit); err != nil {
 				c.fail(err)
@@ -338,6 +342,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 					Note: abortNote(a)})
 			}
 			c.inc.abandon(a.ID)
+			c.resumeSources(a.ID, false)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			for _, t := range c.inc.tasks {
 				t.post(ctrlMsg{kind: ctrlAbort, id: a.ID})

@@ -124,7 +124,7 @@ func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
-		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}}
+		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}, Mistakes: worldMistakes}
 }
 
 // FailPoints implements run.Executor.

@@ -66,7 +66,8 @@ type task struct {
 	busyUntil time.Time // sink throttle (Options.SinkTaskRate)
 	rate      float64
 
-	ended bool // the task's input ended and it ended its outputs
+	ended   bool // the task's input ended and it ended its outputs
+	stopped bool // a source stopped by the coordinator (stop-the-world)
 
 	err  error
 	dead bool
@@ -79,6 +80,8 @@ const (
 	ctrlAbort                       // the coordinator gave checkpoint id up
 	ctrlEnd                         // sources: every source is exhausted, end the channels
 	ctrlFinal                       // every task has ended: take the final checkpoint id
+	ctrlStop                        // sources: read nothing until ctrlResume (stop-the-world)
+	ctrlResume
 )
 
 type ctrlMsg struct {
@@ -234,6 +237,8 @@ func (t *task) control() bool {
 			}
 		case ctrlFinal:
 			t.finalSnapshot(m.id, m.at)
+		case ctrlStop, ctrlResume:
+			t.stopped = m.kind == ctrlStop
 		}
 	}
 	return len(msgs) > 0
@@ -287,6 +292,9 @@ func (t *task) deadline() (time.Time, bool) {
 // the input channels in turn.
 func (t *task) input() bool {
 	if t.src != nil {
+		if t.stopped {
+			return false
+		}
 		return t.sourceStep()
 	}
 	t.nextReady = time.Time{}

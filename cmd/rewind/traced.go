@@ -27,6 +27,8 @@ type traced struct {
 	result   *sink.Table
 	// steps are what the run's mistake logged (none without one).
 	steps []mistake.Step
+	// start is the moment the diagram's times count from.
+	start time.Time
 }
 
 // runTraced runs cfg on exec, making plan's mistake (nil: none),
@@ -45,10 +47,11 @@ func runTraced(ctx context.Context, exec run.Executor, cfg run.Config, plan *mis
 	}
 	defer env.Close()
 	env.Mistake = plan
+	start := time.Now()
 	if !ref {
 		// The diagram's time counts from here, just before the executor
 		// starts.
-		env.Trace = spacetime.NewRecorder(time.Now())
+		env.Trace = spacetime.NewRecorder(start)
 	}
 	s, err := run.Execute(ctx, exec, env)
 	if err != nil {
@@ -63,7 +66,7 @@ func runTraced(ctx context.Context, exec run.Executor, cfg run.Config, plan *mis
 	if err != nil {
 		return nil, err
 	}
-	t := &traced{cfg: cfg, exec: exec, summary: s, timeline: tl, result: res, steps: plan.Steps()}
+	t := &traced{cfg: cfg, exec: exec, summary: s, timeline: tl, result: res, steps: plan.Steps(), start: start}
 	if !ref {
 		t.rec = diagram.FromRecorder(env.Trace)
 	}
