@@ -39,7 +39,8 @@ type coordLoop struct {
 	finalErr int           // final checkpoints abandoned in a row
 	metrics  map[checkpoint.ID][]TaskCheckpointStats
 	dead     bool
-	stw      *stopWorld // the stop-the-world checkpoint in progress, if any
+	stw      *stopWorld   // the stop-the-world checkpoint in progress, if any
+	clock    *clockLedger // the channels' traffic, for the wall-clock mistake
 }
 
 // maxFinalAttempts bounds how often the final checkpoint is retried: with
@@ -74,6 +75,7 @@ func newCoordLoop(inc *incarnation, co *checkpoint.Coordinator) *coordLoop {
 			c.sources = append(c.sources, t)
 		}
 	}
+	c.newClockLedger()
 	return c
 }
 
@@ -250,6 +252,10 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				for _, t := range c.inc.tasks {
 					t.post(ctrlMsg{kind: ctrlFinal, id: a.ID, at: a.At})
 				}
+			} else if c.clock != nil {
+				for _, t := range c.inc.tasks {
+					t.post(ctrlMsg{kind: ctrlClock, id: a.ID, at: a.At})
+				}
 			} else {
 				for _, t := range c.sources {
 					t.post(ctrlMsg{kind: ctrlTrigger, id: a.ID, at: a.At})
@@ -307,6 +313,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 			c.inc.env.Trace.Record(spacetime.Event{Kind: spacetime.PointComplete, Lane: coordinatorLane, Worker: -1, ID: int64(a.ID)})
 			c.inc.forgetCheckpoints(a.ID)
 			c.resumeSources(a.ID, true)
+			c.clock.logCut(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			if err := c.point(PointSinkBeforeCommit); err != nil {
 				c.fail(err)

@@ -6,6 +6,8 @@ package recordwise
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/mistake"
@@ -13,7 +15,7 @@ import (
 )
 
 // worldMistakes are the mistakes of this file, for Traits.Mistakes.
-var worldMistakes = []mistake.Name{mistake.StopTheWorld}
+var worldMistakes = []mistake.Name{mistake.WallClock, mistake.StopTheWorld}
 
 // stopWorld is how far a stop-the-world checkpoint has got: the sources
 // stopped at its trigger; every part was saved at saved.
@@ -69,4 +71,206 @@ func (c *coordLoop) resumeSources(id checkpoint.ID, complete bool) {
 	c.inc.env.Mistake.Did(mistake.Step{Point: int64(id), Task: coordinatorLane, From: w.saved.UnixMicro(), To: now.UnixMicro(),
 		Note: fmt.Sprintf("sources stopped %.1f ms (trigger to resume), nothing moved for the last %.1f ms (every part saved to resume); From, To: Unix µs",
 			float64(now.Sub(w.stopped).Microseconds())/1000, float64(now.Sub(w.saved).Microseconds())/1000)})
+}
+
+// wallClock says the run makes the wall-clock mistake: at each trigger the
+// coordinator tells every task at once to save its part, and no marker
+// travels. Each task saves what it has at that instant, but the channels
+// are not empty: a record a sender had emitted before it saved (so its
+// saved read position is past it) that its receiver had not taken before
+// it saved is in neither part, and is lost after a restore; one emitted
+// after the sender saved and taken before the receiver saved is in the
+// receiver's state and read again, so counted twice.
+func (c *coordLoop) wallClock() bool { return c.inc.env.Mistake.Is(mistake.WallClock) }
+
+// clockLedger counts, per channel, the rows a sender emitted (by id, in
+// order) and the rows its receiver took, and at each wall-clock cut how
+// far each side had got. Made only for the wall-clock mistake.
+type clockLedger struct {
+	plan  *mistake.Plan
+	mu    sync.Mutex
+	chans map[*queue]*clockChan
+	cuts  map[checkpoint.ID]map[*queue]*clockCut
+}
+
+// clockChan is one channel's traffic: the ids of the rows flushed into it
+// in order, and how many rows the receiver took.
+type clockChan struct {
+	from, to string
+	sent     []int64
+	taken    int64
+}
+
+// clockCut is one channel at one cut: the sender's emitted count (rows
+// flushed, then buffered: the ids still in its buffer) and the
+// receiver's taken count.
+type clockCut struct {
+	sentAt, takenAt   int64
+	senderIn, takerIn bool
+	flushed           int64
+	buffered          []int64
+}
+
+// newClockLedger makes the ledger when the run makes the wall-clock
+// mistake and wires every router to it.
+func (c *coordLoop) newClockLedger() {
+	if !c.wallClock() {
+		return
+	}
+	l := &clockLedger{plan: c.inc.env.Mistake, chans: map[*queue]*clockChan{}, cuts: map[checkpoint.ID]map[*queue]*clockCut{}}
+	c.clock = l
+	for _, t := range c.inc.tasks {
+		for _, q := range t.in {
+			l.channel(q).to = string(t.id)
+		}
+		if t.router == nil {
+			continue
+		}
+		for _, oc := range t.router.outs {
+			l.channel(oc.q).from = string(t.id)
+		}
+		if idx := t.router.schema.FieldIndices("id"); len(idx) == 1 {
+			t.router.sent = l.sent
+			t.router.idCol = idx[0]
+		}
+	}
+}
+
+func (l *clockLedger) channel(q *queue) *clockChan {
+	ch := l.chans[q]
+	if ch == nil {
+		ch = &clockChan{}
+		l.chans[q] = ch
+	}
+	return ch
+}
+
+// sent notes the ids of rows flushed into q.
+func (l *clockLedger) sent(q *queue, ids []int64) {
+	l.mu.Lock()
+	l.channel(q).sent = append(l.channel(q).sent, ids...)
+	l.mu.Unlock()
+}
+
+// clockTaken notes that t took item it from input channel c.
+func (t *task) clockTaken(c int, it item) {
+	l := t.inc.coord.clock
+	if l == nil || it.kind != kData || it.batch == nil {
+		return
+	}
+	l.mu.Lock()
+	l.channel(t.in[c]).taken += it.batch.NumRows()
+	l.mu.Unlock()
+}
+
+// cut notes how far task t's channels had got when it saved its part of
+// checkpoint id.
+func (l *clockLedger) cut(t *task, id checkpoint.ID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cuts := l.cuts[id]
+	if cuts == nil {
+		cuts = map[*queue]*clockCut{}
+		l.cuts[id] = cuts
+	}
+	at := func(q *queue) *clockCut {
+		if cuts[q] == nil {
+			cuts[q] = &clockCut{}
+		}
+		return cuts[q]
+	}
+	for _, q := range t.in {
+		k := at(q)
+		k.takenAt, k.takerIn = l.channel(q).taken, true
+	}
+	if t.router == nil || t.router.sent == nil {
+		return
+	}
+	for _, oc := range t.router.outs {
+		k := at(oc.q)
+		k.flushed = int64(len(l.channel(oc.q).sent))
+		k.buffered = slices.Clone(oc.cols[t.router.idCol][:oc.n])
+		k.sentAt, k.senderIn = k.flushed+int64(oc.n), true
+	}
+}
+
+// logCut logs, once checkpoint id is complete, the records each channel
+// had in flight at its cut, by id: lost where the sender had emitted more
+// than the receiver took, counted twice where the receiver took more.
+func (l *clockLedger) logCut(id checkpoint.ID) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cuts := l.cuts[id]
+	delete(l.cuts, id)
+	qs := slices.Collect(func(yield func(*queue) bool) {
+		for q := range cuts {
+			if !yield(q) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(qs, func(a, b *queue) int {
+		x, y := l.chans[a], l.chans[b]
+		if x.from+x.to < y.from+y.to {
+			return -1
+		}
+		if x.from+x.to > y.from+y.to {
+			return 1
+		}
+		return 0
+	})
+	for _, q := range qs {
+		k, ch := cuts[q], l.chans[q]
+		if !k.senderIn || !k.takerIn || k.sentAt == k.takenAt {
+			continue
+		}
+		idAt := func(i int64) int64 {
+			if i < k.flushed {
+				return ch.sent[i]
+			}
+			return k.buffered[i-k.flushed]
+		}
+		from, to, note := k.takenAt, k.sentAt, "lost: emitted before the sender saved, not taken before the receiver saved"
+		if k.takenAt > k.sentAt {
+			from, to, note = k.sentAt, k.takenAt, "twice: taken before the receiver saved, emitted after the sender saved"
+		}
+		var ids []int64
+		for i := from; i < to; i++ {
+			ids = append(ids, idAt(i))
+		}
+		l.plan.Did(mistake.Step{Point: int64(id), Task: ch.to, From: from, To: to, IDs: ids,
+			Note: fmt.Sprintf("%s (channel %s->%s, rows From..To)", note, ch.from, ch.to)})
+	}
+}
+
+// clockSnapshot takes the task's part of wall-clock checkpoint id on the
+// coordinator's word, with no marker: what it holds at this instant.
+func (t *task) clockSnapshot(id checkpoint.ID, at time.Time) {
+	ck := t.beginCheckpoint(id, at)
+	start := time.Now()
+	t.traceSnapshotStart(id, "wall clock, no marker")
+	t.ckFlush()
+	if !t.ok() {
+		return
+	}
+	t.inc.coord.clock.cut(t, id)
+	if !t.precommitSink(id) {
+		return
+	}
+	ck.forwarded = true
+	if !t.snapshotOperators(ck) {
+		return
+	}
+	if t.src != nil {
+		ck.sources = t.src.positions()
+	}
+	ck.inWM = slices.Clone(t.inWM)
+	ck.outWM = t.wm
+	ck.snapshotted, ck.unaligned = true, t.inc.mode.IsUnaligned()
+	ck.snapAt = start
+	ck.sync = time.Since(start)
+	t.partComplete(id)
 }

@@ -82,6 +82,7 @@ const (
 	ctrlFinal                       // every task has ended: take the final checkpoint id
 	ctrlStop                        // sources: read nothing until ctrlResume (stop-the-world)
 	ctrlResume
+	ctrlClock // every task: save your part of checkpoint id now, no marker (wall-clock)
 )
 
 type ctrlMsg struct {
@@ -237,6 +238,8 @@ func (t *task) control() bool {
 			}
 		case ctrlFinal:
 			t.finalSnapshot(m.id, m.at)
+		case ctrlClock:
+			t.clockSnapshot(m.id, m.at)
 		case ctrlStop, ctrlResume:
 			t.stopped = m.kind == ctrlStop
 		}
@@ -356,6 +359,7 @@ func isMarker(it item) bool { return it.kind == kBarrier || it.kind == kCancel }
 // onItem hands one input item to the barrier handler and carries out what
 // it decides.
 func (t *task) onItem(c int, it item) {
+	t.clockTaken(c, it)
 	if tr := t.inc.env.Trace; tr != nil {
 		t.traceItem(tr, c, it)
 	}
