@@ -129,8 +129,8 @@ func teachWallClock(c *classroom) (*verdict, error) {
 	v := &verdict{wrong: wrong, right: right,
 		wrongGot: fmt.Sprintf("wall clock: restored point %d, %d keys off the reference", restored, len(observed)),
 		rightGot: fmt.Sprintf("markers: %d keys %s", len(right.result.Rows), equalWord(rightEq)),
-		predicted: fmt.Sprintf("in flight at cut %d: lost ids %s, twice ids %s; %s",
-			restored, idList(lost), idList(twice), keyDeltas(predicted)),
+		predicted: fmt.Sprintf("cut %d: %d in flight lost (ids %s), %d twice (ids %s): %s",
+			restored, len(lost), idList(lost), len(twice), idList(twice), keyDeltas(predicted)),
 		observed: keyDeltas(observed),
 	}
 	v.holds = rightEq && len(lost)+len(twice) > 0 && equalDeltas(predicted, observed)
