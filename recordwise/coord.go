@@ -163,6 +163,7 @@ func (c *coordLoop) handle(e coordEvent) {
 	case evAck:
 		c.metrics[e.id] = append(c.metrics[e.id], e.m)
 		c.step(checkpoint.Ack{Now: now, ID: e.id, Task: e.task, Part: e.part})
+		c.clockAcked(e.id, e.task)
 	case evDecline:
 		c.step(checkpoint.Decline{Now: now, ID: e.id, Task: e.task, Reason: e.reason})
 	case evTimeout:
@@ -253,9 +254,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 					t.post(ctrlMsg{kind: ctrlFinal, id: a.ID, at: a.At})
 				}
 			} else if c.clock != nil {
-				for _, t := range c.inc.tasks {
-					t.post(ctrlMsg{kind: ctrlClock, id: a.ID, at: a.At})
-				}
+				c.clockTrigger(a.ID, a.At)
 			} else {
 				for _, t := range c.sources {
 					t.post(ctrlMsg{kind: ctrlTrigger, id: a.ID, at: a.At})

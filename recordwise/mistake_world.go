@@ -73,14 +73,17 @@ func (c *coordLoop) resumeSources(id checkpoint.ID, complete bool) {
 			float64(now.Sub(w.stopped).Microseconds())/1000, float64(now.Sub(w.saved).Microseconds())/1000)})
 }
 
-// wallClock says the run makes the wall-clock mistake: at each trigger the
-// coordinator tells every task at once to save its part, and no marker
-// travels. Each task saves what it has at that instant, but the channels
-// are not empty: a record a sender had emitted before it saved (so its
-// saved read position is past it) that its receiver had not taken before
-// it saved is in neither part, and is lost after a restore; one emitted
-// after the sender saved and taken before the receiver saved is in the
-// receiver's state and read again, so counted twice.
+// wallClock says the run makes the wall-clock mistake: every task saves
+// its part when its own clock reaches the instant the coordinator names,
+// and no marker travels. Clocks on different machines are apart; here the
+// sources' clocks lag the other tasks' at odd checkpoints and lead them at
+// even ones, by the time a part takes to save. Each task saves what it
+// has at its instant, but the channels are not empty: a record a sender
+// emitted before it saved (its saved read position is past it) that the
+// receiver had not taken before it saved is in neither part, and is lost
+// after a restore; one emitted after the sender saved and taken before
+// the receiver saved is in the receiver's state and is read again, so
+// counted twice.
 func (c *coordLoop) wallClock() bool { return c.inc.env.Mistake.Is(mistake.WallClock) }
 
 // clockLedger counts, per channel, the rows a sender emitted (by id, in
@@ -91,6 +94,72 @@ type clockLedger struct {
 	mu    sync.Mutex
 	chans map[*queue]*clockChan
 	cuts  map[checkpoint.ID]map[*queue]*clockCut
+	// wait is the checkpoint whose second group of tasks is told once
+	// every task of the first acknowledged (coordinator loop only).
+	wait *clockWait
+}
+
+// clockWait is a wall-clock checkpoint whose tasks save in phases, each
+// phase told once every task of the one before has saved.
+type clockWait struct {
+	id      checkpoint.ID
+	at      time.Time
+	waiting map[checkpoint.TaskID]bool
+	phases  [][]*task // the phases not yet told
+}
+
+// clockTrigger starts wall-clock checkpoint id. The clocks of the sources
+// of even subtasks lead, so they save first; then the tasks that are not
+// sources; the sources of odd subtasks lag and save last. Every cut so
+// has records counted twice on the channels of the first and lost on
+// those of the last.
+func (c *coordLoop) clockTrigger(id checkpoint.ID, at time.Time) {
+	phases := make([][]*task, 3)
+	for _, t := range c.inc.tasks {
+		switch {
+		case t.src == nil:
+			phases[1] = append(phases[1], t)
+		case t.sub%2 == 0:
+			phases[0] = append(phases[0], t)
+		default:
+			phases[2] = append(phases[2], t)
+		}
+	}
+	c.clock.wait = &clockWait{id: id, at: at, phases: phases}
+	c.clockNext()
+}
+
+// clockNext tells the next phase of tasks that is not empty to save.
+func (c *coordLoop) clockNext() {
+	w := c.clock.wait
+	for len(w.phases) > 0 && len(w.phases[0]) == 0 {
+		w.phases = w.phases[1:]
+	}
+	if len(w.phases) == 0 {
+		c.clock.wait = nil
+		return
+	}
+	w.waiting = map[checkpoint.TaskID]bool{}
+	for _, t := range w.phases[0] {
+		w.waiting[t.id] = true
+	}
+	for _, t := range w.phases[0] {
+		t.post(ctrlMsg{kind: ctrlClock, id: w.id, at: w.at})
+	}
+	w.phases = w.phases[1:]
+}
+
+// clockAcked tells the next phase of tasks once the one before has saved
+// its parts of checkpoint id.
+func (c *coordLoop) clockAcked(id checkpoint.ID, task checkpoint.TaskID) {
+	if c.clock == nil || c.clock.wait == nil || c.clock.wait.id != id {
+		return
+	}
+	w := c.clock.wait
+	delete(w.waiting, task)
+	if len(w.waiting) == 0 {
+		c.clockNext()
+	}
 }
 
 // clockChan is one channel's traffic: the ids of the rows flushed into it
@@ -227,8 +296,10 @@ func (l *clockLedger) logCut(id checkpoint.ID) {
 		if !k.senderIn || !k.takerIn || k.sentAt == k.takenAt {
 			continue
 		}
+		// A row flushed since the sender saved is in sent; one still
+		// buffered then and not flushed since, in buffered.
 		idAt := func(i int64) int64 {
-			if i < k.flushed {
+			if i < int64(len(ch.sent)) {
 				return ch.sent[i]
 			}
 			return k.buffered[i-k.flushed]

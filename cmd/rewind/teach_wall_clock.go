@@ -15,12 +15,12 @@ import (
 func init() {
 	addLesson(lesson{
 		name:  mistake.WallClock,
-		brief: "every task saves at one instant, no marker: in-flight records",
-		why: "A clock gives every task the same instant, not the same cut: records on a channel " +
-			"at that instant have left the sender's saved read position and not reached the " +
-			"receiver's saved state, so a restore loses them (or, the other way round, counts them " +
-			"twice). A marker travels in the channels, so each task saves exactly behind the records " +
-			"its sender saved.",
+		brief: "every task saves on its clock, no marker: in-flight records",
+		why: "Clocks on different machines never quite agree, and even at one instant records " +
+			"are on the channels: they have left the sender's saved read position without reaching " +
+			"the receiver's saved state, so a restore loses them, or counts them twice where the " +
+			"sender saved first. A marker travels in the channels, so each task saves exactly " +
+			"behind what its senders saved.",
 		teach: teachWallClock,
 	})
 }

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
+)
+
+// What the tests of the five lessons of this helper share: running a
+// lesson through the CLI and checking its runs while they are on disk.
+
+// worldLesson runs `rewind trace --teach name --seed S` with a test seed
+// and hands the lesson's verdict to check while its runs' files still
+// exist. It fails unless the command exits 0 saying "as predicted"; a
+// failure names the seed and the command that replays it.
+func worldLesson(t *testing.T, name string, check func(v *verdict)) (stdout string) {
+	t.Helper()
+	seed := int64(testseed.Seed(t) >> 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay: REWIND_TEST_SEED=%d go test -race -count=1 -run '^%s$' ./cmd/rewind/  (or: rewind trace --teach %s --seed %d)",
+				uint64(seed)<<2, t.Name(), name, seed)
+		}
+	})
+	var seen *verdict
+	sawVerdict = func(v *verdict) {
+		seen = v
+		check(v)
+	}
+	defer func() { sawVerdict = nil }()
+	code, stdout, stderr := rewind(t, "trace", "--teach", name, "--seed", fmt.Sprint(seed))
+	if seen == nil {
+		t.Fatalf("trace --teach %s reached no verdict: exit %d: %s", name, code, stderr)
+	}
+	if code != 0 || !strings.Contains(stdout, "(as predicted)") {
+		t.Fatalf("trace --teach %s: exit %d, want 0 and the lesson holding:\n%s\n%s", name, code, stdout, stderr)
+	}
+	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {
+		if n := len([]rune(l)); n > traceWidth {
+			t.Errorf("a line of %d columns, over %d: %q", n, traceWidth, l)
+		}
+	}
+	return stdout
+}
+
+// referenceOf is the reference executor's result on run's input, run
+// afresh (not the lesson's own reference).
+func referenceOf(t *testing.T, tr *traced, inputs map[string]string) *sink.Table {
+	t.Helper()
+	cfg := tr.cfg
+	cfg.Inputs = inputs
+	ref := referenceExecutor()
+	cfg.Executor, cfg.Options, cfg.Fails, cfg.Storage = ref.Name(), nil, nil, ""
+	cfg.Output = filepath.Join(t.TempDir(), "ref")
+	got, err := runTraced(context.Background(), ref, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.result
+}
+
+// equalsReference fails unless tr's result is the reference's on its own
+// input.
+func equalsReference(t *testing.T, what string, tr *traced) {
+	t.Helper()
+	if d := tr.result.Diff(referenceOf(t, tr, tr.cfg.Inputs), 5); d != "" {
+		t.Errorf("%s differs from the reference:\n%s", what, d)
+	}
+}
+
+// inputRows are the records [from, to) of partition p of spec, by id:
+// key and value, read straight from the source.
+func inputRows(t *testing.T, spec string, p int, from, to int64) map[int64][2]int64 {
+	t.Helper()
+	src, err := source.Open(spec, source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	rd, err := src.Open(context.Background(), p, source.Position{Partition: src.Partitions()[p], Offset: from}, memory.NewGoAllocator())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	out := map[int64][2]int64{}
+	for off := from; off < to; {
+		b, _, err := rd.Next(context.Background(), int(min(to-off, 1<<20)))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := b.Column(source.IdxID).(*array.Int64)
+		key := b.Column(source.IdxKey).(*array.Int64)
+		val := b.Column(source.IdxValue).(*array.Int64)
+		for i := 0; i < int(b.NumRows()); i++ {
+			out[id.Value(i)] = [2]int64{key.Value(i), val.Value(i)}
+		}
+		off += b.NumRows()
+		b.Release()
+	}
+	return out
+}
+
+// idCopies counts, per id, the rows holding it over every visible file of
+// an etl output, each file resolved on its own.
+func idCopies(t *testing.T, tr *traced) map[int64]int {
+	t.Helper()
+	entries, err := os.ReadDir(tr.cfg.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := job.Build(tr.cfg.Job, tr.cfg.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := map[int64]int{}
+	files := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "_") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := t.TempDir()
+		if err := os.Link(filepath.Join(tr.cfg.Output, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+		table, _, err := sink.Resolve(dir, j.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := rowIDs(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id := range ids {
+			copies[id]++
+		}
+		files++
+	}
+	if files == 0 {
+		t.Fatalf("no visible file in %s", tr.cfg.Output)
+	}
+	return copies
+}
