@@ -74,7 +74,7 @@ func teachStopTheWorld(c *classroom) (*verdict, error) {
 	quietEnough := len(wrong.steps) > 0
 	for _, s := range wrong.steps {
 		from, to := time.UnixMicro(s.From).Sub(wrong.start), time.UnixMicro(s.To).Sub(wrong.start)
-		q := quietAround(moves, from)
+		q := quietAround(moves, from, runEnd(wrong))
 		points = append(points, fmt.Sprint(s.Point))
 		predicted = append(predicted, msNum(to-from))
 		observed = append(observed, msNum(q))
@@ -85,8 +85,9 @@ func teachStopTheWorld(c *classroom) (*verdict, error) {
 	var markerQuiet time.Duration
 	rightMoves := batchTimes(right)
 	for _, e := range right.rec.Events {
-		if e.Kind == spacetime.PointComplete {
-			markerQuiet = max(markerQuiet, quietAround(rightMoves, e.T))
+		// Points after the last batch (the final one) stop nothing.
+		if e.Kind == spacetime.PointComplete && len(rightMoves) > 0 && e.T < rightMoves[len(rightMoves)-1] {
+			markerQuiet = max(markerQuiet, quietAround(rightMoves, e.T, runEnd(right)))
 		}
 	}
 
@@ -134,20 +135,28 @@ func batchTimes(t *traced) []time.Duration {
 }
 
 // quietAround is the stretch without a batch that holds moment at: from
-// the last batch before it to the first after (to the run's end or start
-// where there is none).
-func quietAround(moves []time.Duration, at time.Duration) time.Duration {
+// the last batch before it (or the run's start) to the first after (or
+// end, the run's end).
+func quietAround(moves []time.Duration, at, end time.Duration) time.Duration {
 	i, _ := slices.BinarySearch(moves, at)
-	var before, after time.Duration
+	var before time.Duration
+	after := end
 	if i > 0 {
 		before = moves[i-1]
 	}
 	if i < len(moves) {
 		after = moves[i]
-	} else if len(moves) > 0 {
-		after = moves[len(moves)-1]
 	}
 	return max(after-before, 0)
+}
+
+// runEnd is when t's run ended, on its diagram's clock.
+func runEnd(t *traced) time.Duration {
+	end := time.Duration(t.summary.WallMs * float64(time.Millisecond))
+	for _, e := range t.rec.Events {
+		end = max(end, e.T)
+	}
+	return end
 }
 
 // ms is d in milliseconds, one decimal.
