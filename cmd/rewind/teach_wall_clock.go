@@ -15,7 +15,7 @@ import (
 func init() {
 	addLesson(lesson{
 		name:  mistake.WallClock,
-		brief: "every task saves on its clock, no marker: in-flight records",
+		brief: "every task saves on its own clock, no marker",
 		why: "Clocks on different machines never quite agree, and even at one instant records " +
 			"are on the channels: they have left the sender's saved read position without reaching " +
 			"the receiver's saved state, so a restore loses them, or counts them twice where the " +

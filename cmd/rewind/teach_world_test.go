@@ -157,3 +157,20 @@ func idCopies(t *testing.T, tr *traced) map[int64]int {
 	}
 	return copies
 }
+
+// The list of lessons fits 80 columns, one line a lesson.
+func TestTeachListFits(t *testing.T) {
+	code, stdout, stderr := rewind(t, "trace", "--teach", "list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	if len(lines) != len(lessons) {
+		t.Errorf("%d lines for %d lessons:\n%s", len(lines), len(lessons), stdout)
+	}
+	for _, l := range lines {
+		if n := len([]rune(l)); n > traceWidth {
+			t.Errorf("a line of %d columns, over %d: %q", n, traceWidth, l)
+		}
+	}
+}
