@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -312,9 +313,11 @@ func (to traceOutput) writeLesson(l lesson, v *verdict, stdout, stderr io.Writer
 
 func writeLessonJSON(w io.Writer, l lesson, v *verdict) error {
 	type runJSON struct {
-		Executor string             `json:"executor"`
-		Steps    []mistake.Step     `json:"mistake_steps,omitempty"`
-		Events   *diagram.Recording `json:"trace"`
+		Executor string         `json:"executor"`
+		Steps    []mistake.Step `json:"mistake_steps,omitempty"`
+		// Events is the run's diagram as trace --format json writes it
+		// (times in microseconds, lower-case fields).
+		Events json.RawMessage `json:"trace"`
 	}
 	out := struct {
 		Teach     mistake.Name `json:"teach"`
@@ -333,7 +336,11 @@ func writeLessonJSON(w io.Writer, l lesson, v *verdict) error {
 		dst **runJSON
 	}{{v.wrong, &out.WrongRun}, {v.right, &out.RightRun}} {
 		if r.t != nil {
-			*r.dst = &runJSON{Executor: r.t.exec.Name(), Steps: r.t.steps, Events: &r.t.rec}
+			var rec bytes.Buffer
+			if err := diagram.WriteJSON(&rec, r.t.rec); err != nil {
+				return err
+			}
+			*r.dst = &runJSON{Executor: r.t.exec.Name(), Steps: r.t.steps, Events: rec.Bytes()}
 		}
 	}
 	enc := json.NewEncoder(w)

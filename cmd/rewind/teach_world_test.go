@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -17,6 +20,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime/diagram"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
@@ -171,6 +175,47 @@ func TestTeachListFits(t *testing.T) {
 	for _, l := range lines {
 		if n := len([]rune(l)); n > traceWidth {
 			t.Errorf("a line of %d columns, over %d: %q", n, traceWidth, l)
+		}
+	}
+}
+
+// A lesson's JSON carries each run's diagram as trace --format json
+// writes it: it reads back, its times in microseconds within the run.
+func TestTeachJSONCarriesTheDiagrams(t *testing.T) {
+	code, stdout, stderr := rewind(t, "trace", "--teach", "append-after-replay", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Holds    bool `json:"holds"`
+		WrongRun struct {
+			Steps []json.RawMessage `json:"mistake_steps"`
+			Trace json.RawMessage   `json:"trace"`
+		} `json:"wrong_run"`
+		RightRun struct {
+			Trace json.RawMessage `json:"trace"`
+		} `json:"right_run"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("the lesson's JSON does not read: %v\n%s", err, stdout)
+	}
+	if !out.Holds || len(out.WrongRun.Steps) == 0 {
+		t.Errorf("holds %v with %d steps, want the lesson holding with its steps", out.Holds, len(out.WrongRun.Steps))
+	}
+	for name, raw := range map[string]json.RawMessage{"wrong": out.WrongRun.Trace, "right": out.RightRun.Trace} {
+		rec, err := diagram.ReadJSON(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("the %s run's diagram: %v", name, err)
+		}
+		if len(rec.Lanes) == 0 || len(rec.Events) == 0 {
+			t.Fatalf("the %s run's diagram has %d lanes and %d events", name, len(rec.Lanes), len(rec.Events))
+		}
+		// trace's input lasts about 400 ms: a time read in the wrong unit
+		// is 1000 times off.
+		for _, e := range rec.Events {
+			if e.T < 0 || e.T > time.Minute {
+				t.Fatalf("the %s run's diagram has an event at %s: not microseconds", name, e.T)
+			}
 		}
 	}
 }
