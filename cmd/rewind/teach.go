@@ -90,6 +90,8 @@ type classroom struct {
 	dir   string
 	log   *slog.Logger
 	label int // runs so far, for their directories
+	// fails are the crashes --fail asked for (none: the lesson's default).
+	fails []fault.Spec
 }
 
 // executorFor is the executor a lesson about n runs on: --executor when
@@ -151,7 +153,7 @@ func (c *classroom) config(exec run.Executor) (run.Config, error) {
 	if !c.fl.Changed("storage") {
 		cfg.Storage = "file://" + filepath.Join(base, "storage")
 	}
-	cfg.Fails = nil
+	c.fails, cfg.Fails = cfg.Fails, nil
 	return cfg, nil
 }
 
@@ -161,10 +163,16 @@ func (c *classroom) run(exec run.Executor, cfg run.Config, plan *mistake.Plan) (
 	return runTraced(c.ctx, exec, cfg, plan, c.log)
 }
 
-// crash is the crash the lesson's runs of exec on cfg take: trace's
-// default (half-way through ref's input, after the first durable recovery
-// point).
+// crash is the crash the lesson's runs of exec on cfg take: --fail's, or
+// trace's default (half-way through ref's input, after the first durable
+// recovery point). A lesson about a crash refuses --fail none.
 func (c *classroom) crash(exec run.Executor, cfg run.Config, ref *traced) ([]fault.Spec, error) {
+	if c.f.noFails {
+		return nil, usagef("invalid --fail none for --teach: the lesson needs a crash")
+	}
+	if len(c.fails) > 0 {
+		return c.fails, nil
+	}
 	return traceCrash(exec, cfg, ref.summary.RecordsIn)
 }
 

@@ -95,6 +95,10 @@ func teachAppendAfterReplay(c *classroom) (*verdict, error) {
 	}
 
 	s := wrong.summary
+	if len(predicted) == 0 && len(observed) == 0 && s.SinkDuplicateRows == 0 {
+		return nil, fmt.Errorf("--teach %s: the crash (%s) left no row published beyond the recovery point restored, so the replay duplicated none (%s publishes with its recovery points?): give --fail a crash after the sink's flush and before the point is complete",
+			mistake.AppendAfterReplay, traceStory{cfg: wrong.cfg}.crashes(), exec.Name())
+	}
 	rightEq := right.result.Diff(ref.result, 3) == ""
 	wrongResolvedEq := wrong.result.Diff(ref.result, 3) == ""
 	v := &verdict{wrong: wrong, right: right,

@@ -78,6 +78,10 @@ func teachForgetfulSource(c *classroom) (*verdict, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.LostRecords == 0 {
+		return nil, fmt.Errorf("--teach %s: the push run lost no record at its crash (%s), so there is no gap to count: give --fail a crash that kills what %s has read from the feed",
+			mistake.ForgetfulSource, traceStory{cfg: wrong.cfg}.crashes(), exec.Name())
+	}
 	if len(ranges) != 1 {
 		return nil, fmt.Errorf("--teach %s: the push run rewound %d read positions, want the feed's one", mistake.ForgetfulSource, len(ranges))
 	}

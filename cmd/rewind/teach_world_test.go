@@ -219,3 +219,19 @@ func TestTeachJSONCarriesTheDiagrams(t *testing.T) {
 		}
 	}
 }
+
+// A lesson about a crash refuses --fail none, and one about a job's
+// output refuses a job whose rows do not name records.
+func TestTeachRefusesWhatItCannotShow(t *testing.T) {
+	for _, args := range [][]string{
+		{"--teach", "forgetful-source", "--fail", "none"},
+		{"--teach", "append-after-replay", "--job", "windowed-sum"},
+		{"--teach", "wall-clock", "--job", "etl"},
+		{"--teach", "marker-in-microbatch", "--executor", "recordwise"},
+	} {
+		code, _, stderr := rewind(t, append([]string{"trace"}, args...)...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") > 0 || !strings.Contains(stderr, "invalid --") {
+			t.Errorf("trace %s: exit %d, want 2 with one line naming the flag: %s", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
