@@ -72,4 +72,3 @@ func (c *coordLoop) resumeSources(id checkpoint.ID, complete bool) {
 		Note: fmt.Sprintf("sources stopped %.1f ms (trigger to resume), nothing moved for the last %.1f ms (every part saved to resume); From, To: Unix µs",
 			float64(now.Sub(w.stopped).Microseconds())/1000, float64(now.Sub(w.saved).Microseconds())/1000)})
 }
-
