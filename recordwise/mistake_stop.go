@@ -1,9 +1,9 @@
 package recordwise
 
 // This file holds recordwise's stop-the-world mistake of `rewind trace
-// --teach` (package mistake), and the list of the mistakes this helper's
-// files make; a mistake is made only when run.Env.Mistake names it, which
-// only trace sets.
+// --teach` (package mistake), and the list of it and the wall-clock one
+// (mistake_clock.go). A mistake is made only when run.Env.Mistake names
+// it, which only trace sets.
 
 import (
 	"fmt"
