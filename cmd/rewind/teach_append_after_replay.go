@@ -21,8 +21,8 @@ func init() {
 
 // teachAppendAfterReplay runs etl with one crash into an append sink and
 // into a transactional one. It predicts the duplicates from the run's own
-// replay marks and the rows the first attempt published: every replayed
-// record whose row was already visible is published twice.
+// replay marks and the rows visible when it reported its restore: every
+// replayed record whose row was already visible is published twice.
 func teachAppendAfterReplay(c *classroom) (*verdict, error) {
 	if err := c.useDestinationJob(mistake.AppendAfterReplay); err != nil {
 		return nil, err
@@ -74,11 +74,25 @@ func teachAppendAfterReplay(c *classroom) (*verdict, error) {
 		}
 	}
 	wrong.steps = ranges
-	before, _, err := c.publishedBy(wrong, func(a int) bool { return a == 0 })
+	s := wrong.summary
+	if s.SinkDuplicateRows == 0 {
+		return nil, fmt.Errorf("--teach %s: the crash (%s) left no row published beyond the recovery point restored, so the replay duplicated none (%s publishes with its recovery points?): give --fail a crash after the sink's flush and before the point is complete",
+			mistake.AppendAfterReplay, traceStory{cfg: wrong.cfg}.crashes(), exec.Name())
+	}
+	// The files visible when the run reported its restore are what it
+	// published before; the rest the replay published.
+	if wrong.beforeRestore == nil {
+		return nil, fmt.Errorf("--teach %s: %s reported no recovery event, so what it published before its restore cannot be told from its replay", mistake.AppendAfterReplay, exec.Name())
+	}
+	early := map[string]bool{}
+	for _, f := range wrong.beforeRestore {
+		early[f] = true
+	}
+	before, err := c.publishedIn(wrong, func(f string) bool { return early[f] })
 	if err != nil {
 		return nil, err
 	}
-	after, _, err := c.publishedBy(wrong, func(a int) bool { return a > 0 })
+	after, err := c.publishedIn(wrong, func(f string) bool { return !early[f] })
 	if err != nil {
 		return nil, err
 	}
@@ -94,11 +108,6 @@ func teachAppendAfterReplay(c *classroom) (*verdict, error) {
 		}
 	}
 
-	s := wrong.summary
-	if len(predicted) == 0 && len(observed) == 0 && s.SinkDuplicateRows == 0 {
-		return nil, fmt.Errorf("--teach %s: the crash (%s) left no row published beyond the recovery point restored, so the replay duplicated none (%s publishes with its recovery points?): give --fail a crash after the sink's flush and before the point is complete",
-			mistake.AppendAfterReplay, traceStory{cfg: wrong.cfg}.crashes(), exec.Name())
-	}
 	rightEq := right.result.Diff(ref.result, 3) == ""
 	wrongResolvedEq := wrong.result.Diff(ref.result, 3) == ""
 	v := &verdict{wrong: wrong, right: right,

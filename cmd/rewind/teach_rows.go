@@ -105,60 +105,35 @@ func rowIDs(table *sink.Table) (map[int64]bool, error) {
 	return ids, nil
 }
 
-// publishedBy are the ids of the rows in the visible files of output
-// that the given attempt of a sink writer published (an append sink names
-// its files part-s<subtask>-a<attempt>-<seq>), read through a scratch
-// directory holding links to those files only.
-func (c *classroom) publishedBy(t *traced, attempt func(int) bool) (map[int64]bool, int, error) {
-	output := t.cfg.Output
-	entries, err := os.ReadDir(output)
+// publishedIn are the ids of the rows in the visible files of t's output
+// that in says to take, read through a scratch directory holding links
+// to those files only.
+func (c *classroom) publishedIn(t *traced, in func(file string) bool) (map[int64]bool, error) {
+	entries, err := os.ReadDir(t.cfg.Output)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	c.label++
 	dir := filepath.Join(c.dir, fmt.Sprintf("%02d-files", c.label))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	files := 0
 	for _, e := range entries {
-		a, ok := appendAttempt(e.Name())
-		if !ok || !attempt(a) {
-			continue
+		if n := e.Name(); !strings.HasPrefix(n, "_") && !strings.HasPrefix(n, ".") && in(n) {
+			if err := os.Link(filepath.Join(t.cfg.Output, n), filepath.Join(dir, n)); err != nil {
+				return nil, err
+			}
 		}
-		if err := os.Link(filepath.Join(output, e.Name()), filepath.Join(dir, e.Name())); err != nil {
-			return nil, 0, err
-		}
-		files++
 	}
 	j, err := job.Build(t.cfg.Job, t.cfg.Params)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	table, _, err := sink.Resolve(dir, j.Output)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	ids, err := rowIDs(table)
-	return ids, files, err
-}
-
-// appendAttempt is the writer attempt an append file's name carries.
-func appendAttempt(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, "part-s")
-	if !ok {
-		return 0, false
-	}
-	_, rest, ok = strings.Cut(rest, "-a")
-	if !ok {
-		return 0, false
-	}
-	num, _, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, false
-	}
-	a, err := strconv.Atoi(num)
-	return a, err == nil
+	return rowIDs(table)
 }
 
 // idList is ids sorted and shortened to fit a line: "7 8 9 ... (13)".
