@@ -10,7 +10,20 @@ import (
 // records that were visible before the crash twice, its resolved rows
 // are the reference's, and the transactional run holds each row once.
 func TestTeachAppendAfterReplay(t *testing.T) {
-	worldLesson(t, "append-after-replay", func(v *verdict) {
+	worldLesson(t, "append-after-replay", checkAppendAfterReplay(t))
+}
+
+// On microbatch the crash must come between the sink's flush and the
+// commit, where a batch's rows are published. Its writer attempts number
+// workers, not restarts, so this also tries that the lesson tells what
+// was published before the restore without them.
+func TestTeachAppendAfterReplayOnMicrobatch(t *testing.T) {
+	worldLesson(t, "append-after-replay", checkAppendAfterReplay(t),
+		"--executor", "microbatch", "--fail", "point=batch.after-sink,occurrence=4")
+}
+
+func checkAppendAfterReplay(t *testing.T) func(v *verdict) {
+	return func(v *verdict) {
 		w := v.wrong
 		if w.cfg.SinkMode != sink.Append || v.right.cfg.SinkMode != sink.Transactional {
 			t.Fatalf("sink modes %s and %s, want append beside transactional", w.cfg.SinkMode, v.right.cfg.SinkMode)
@@ -44,5 +57,5 @@ func TestTeachAppendAfterReplay(t *testing.T) {
 		if v.right.summary.SinkDuplicateRows != 0 {
 			t.Errorf("the transactional run shows %d duplicates", v.right.summary.SinkDuplicateRows)
 		}
-	})
+	}
 }

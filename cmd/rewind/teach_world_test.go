@@ -31,13 +31,13 @@ import (
 // and hands the lesson's verdict to check while its runs' files still
 // exist. It fails unless the command exits 0 saying "as predicted"; a
 // failure names the seed and the command that replays it.
-func worldLesson(t *testing.T, name string, check func(v *verdict)) (stdout string) {
+func worldLesson(t *testing.T, name string, check func(v *verdict), extra ...string) (stdout string) {
 	t.Helper()
 	seed := int64(testseed.Seed(t) >> 2)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay: REWIND_TEST_SEED=%d go test -race -count=1 -run '^%s$' ./cmd/rewind/  (or: rewind trace --teach %s --seed %d)",
-				uint64(seed)<<2, t.Name(), name, seed)
+			t.Logf("replay: REWIND_TEST_SEED=%d go test -race -count=1 -run '^%s$' ./cmd/rewind/  (or: rewind trace --teach %s --seed %d %s)",
+				uint64(seed)<<2, t.Name(), name, seed, strings.Join(extra, " "))
 		}
 	})
 	var seen *verdict
@@ -46,7 +46,7 @@ func worldLesson(t *testing.T, name string, check func(v *verdict)) (stdout stri
 		check(v)
 	}
 	defer func() { sawVerdict = nil }()
-	code, stdout, stderr := rewind(t, "trace", "--teach", name, "--seed", fmt.Sprint(seed))
+	code, stdout, stderr := rewind(t, append([]string{"trace", "--teach", name, "--seed", fmt.Sprint(seed)}, extra...)...)
 	if seen == nil {
 		t.Fatalf("trace --teach %s reached no verdict: exit %d: %s", name, code, stderr)
 	}
