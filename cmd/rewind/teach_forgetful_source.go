@@ -83,7 +83,7 @@ func teachForgetfulSource(c *classroom) (*verdict, error) {
 			mistake.ForgetfulSource, traceStory{cfg: wrong.cfg}.crashes(), exec.Name())
 	}
 	if len(ranges) != 1 {
-		return nil, fmt.Errorf("--teach %s: the push run rewound %d read positions, want the feed's one", mistake.ForgetfulSource, len(ranges))
+		return nil, fmt.Errorf("--teach %s: the push run lost %d records but marked %d re-reads of the feed (want one: where the restore put the feed, the gap's start); try another --fail", mistake.ForgetfulSource, s.LostRecords, len(ranges))
 	}
 	gap := ranges[0]
 	gap.To, gap.Note = gap.From+s.LostRecords, "lost: handed over before the crash, not given back"
