@@ -40,9 +40,10 @@ type traced struct {
 }
 
 // restoreTap lists the output's visible files at the first "recovery"
-// progress event. Every executor emits it once the restore is done and
-// before the replay writes anything, so the listing is what the run
-// published before the restore.
+// progress event. An executor that restores emits it once the restore is
+// done and before the replay writes anything, so the listing is what the
+// run published before the restore; one that emits none leaves the list
+// nil.
 type restoreTap struct {
 	dir   string
 	seen  bool
