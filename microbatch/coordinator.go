@@ -34,6 +34,9 @@ type coordinator struct {
 	alloc   memory.Allocator
 	m       *Machine
 	met     *metrics
+	// mark is the current batch's marker (trace --teach
+	// marker-in-microbatch only; nil otherwise).
+	mark    *batchMarker
 	faults  *fault.Injector
 	attempt int // sink writer attempt numbers handed out
 

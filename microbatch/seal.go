@@ -43,6 +43,8 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 		beforeSourceWait: c.opts.hooks.beforeSourceWait,
 		trace:            c.env.Trace, rerun: rerun, reread: make([]bool, c.par),
 	}
+	c.mark = c.marker()
+	se.marker = c.mark
 	for si := range c.topo.stages {
 		errs := make([]error, c.par)
 		if c.par == 1 {
@@ -166,6 +168,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	}
 	changed := false
 	for _, s := range snaps {
+		c.mark.atSeam(c, s)
 		changed = changed || len(s.changed) > 0 || len(s.deleted) > 0
 		p.rows += s.rows
 		p.bytes += s.bytes

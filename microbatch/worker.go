@@ -266,6 +266,9 @@ type stageEnv struct {
 	trace  *spacetime.Recorder
 	rerun  bool
 	reread []bool
+	// marker is the batch's marker (trace --teach marker-in-microbatch
+	// only; nil otherwise).
+	marker *batchMarker
 }
 
 // runStage runs stage si on worker w for one batch.
@@ -368,6 +371,9 @@ func (w *worker) runStage(se *stageEnv, si int) error {
 		}
 		if hasLate {
 			bd.late[w.id] += lc.LateRows() - lateBefore
+		}
+		if err := se.marker.reached(se, w, si); err != nil {
+			return err
 		}
 	case job.SinkStage:
 		from := se.topo.index[st.Inputs[0].From]

@@ -39,6 +39,8 @@ type coordLoop struct {
 	finalErr int           // final checkpoints abandoned in a row
 	metrics  map[checkpoint.ID][]TaskCheckpointStats
 	dead     bool
+	stw      *stopWorld   // the stop-the-world checkpoint in progress, if any
+	clock    *clockLedger // the channels' traffic, for the wall-clock mistake
 }
 
 // maxFinalAttempts bounds how often the final checkpoint is retried: with
@@ -73,6 +75,7 @@ func newCoordLoop(inc *incarnation, co *checkpoint.Coordinator) *coordLoop {
 			c.sources = append(c.sources, t)
 		}
 	}
+	c.newClockLedger()
 	return c
 }
 
@@ -160,6 +163,7 @@ func (c *coordLoop) handle(e coordEvent) {
 	case evAck:
 		c.metrics[e.id] = append(c.metrics[e.id], e.m)
 		c.step(checkpoint.Ack{Now: now, ID: e.id, Task: e.task, Part: e.part})
+		c.clockAcked(e.id, e.task)
 	case evDecline:
 		c.step(checkpoint.Decline{Now: now, ID: e.id, Task: e.task, Reason: e.reason})
 	case evTimeout:
@@ -249,10 +253,13 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				for _, t := range c.inc.tasks {
 					t.post(ctrlMsg{kind: ctrlFinal, id: a.ID, at: a.At})
 				}
+			} else if c.clock != nil {
+				c.clockTrigger(a.ID, a.At)
 			} else {
 				for _, t := range c.sources {
 					t.post(ctrlMsg{kind: ctrlTrigger, id: a.ID, at: a.At})
 				}
+				c.stopSources(a.ID)
 			}
 			c.inc.obs.triggered()
 			if err := c.point(PointAfterTrigger); err != nil {
@@ -270,6 +277,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				c.fail(err)
 				return
 			}
+			c.worldSaved(a.ID)
 			st, _ := c.co.Stats(a.ID)
 			md := metadata{Version: layoutVersion, Job: c.inc.plan.job.Name, RunID: c.inc.runID, Checkpoint: uint64(a.ID),
 				Parallelism: c.inc.plan.parallelism, Barriers: c.inc.mode.String(),
@@ -303,6 +311,8 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 		case checkpoint.NotifyComplete:
 			c.inc.env.Trace.Record(spacetime.Event{Kind: spacetime.PointComplete, Lane: coordinatorLane, Worker: -1, ID: int64(a.ID)})
 			c.inc.forgetCheckpoints(a.ID)
+			c.resumeSources(a.ID, true)
+			c.clock.logCut(a.ID)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			if err := c.point(PointSinkBeforeCommit); err != nil {
 				c.fail(err)
@@ -338,6 +348,7 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 					Note: abortNote(a)})
 			}
 			c.inc.abandon(a.ID)
+			c.resumeSources(a.ID, false)
 			c.inc.obs.checkpointDone(c.inc.attempt, a.ID == c.finalID, a.Stats, c.take(a.ID))
 			for _, t := range c.inc.tasks {
 				t.post(ctrlMsg{kind: ctrlAbort, id: a.ID})

@@ -94,6 +94,10 @@ type router struct {
 	// replay: the rows being emitted were read again after a restore
 	// (traced runs only).
 	replay bool
+	// sent, when set, is told the ids (column idCol) of the rows each
+	// flush puts on a channel (trace --teach wall-clock only).
+	sent  func(q *queue, ids []int64)
+	idCol int
 }
 
 func newRouter(alloc memory.Allocator, schema *arrow.Schema, bufRows int, timeout time.Duration, p int) *router {
@@ -179,6 +183,9 @@ func (r *router) emit(b arrow.RecordBatch, births []latEntry, now time.Time) err
 // flush turns oc's buffered rows into a staged data item.
 func (r *router) flush(oc *outChan) {
 	if oc.n > 0 {
+		if r.sent != nil {
+			r.sent(oc.q, oc.cols[r.idCol][:oc.n])
+		}
 		cols := make([]arrow.Array, r.ncols)
 		for c := range cols {
 			arr, vals := operator.AllocInt64(r.alloc, oc.n)

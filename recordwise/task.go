@@ -66,7 +66,8 @@ type task struct {
 	busyUntil time.Time // sink throttle (Options.SinkTaskRate)
 	rate      float64
 
-	ended bool // the task's input ended and it ended its outputs
+	ended   bool // the task's input ended and it ended its outputs
+	stopped bool // a source stopped by the coordinator (stop-the-world)
 
 	err  error
 	dead bool
@@ -79,6 +80,9 @@ const (
 	ctrlAbort                       // the coordinator gave checkpoint id up
 	ctrlEnd                         // sources: every source is exhausted, end the channels
 	ctrlFinal                       // every task has ended: take the final checkpoint id
+	ctrlStop                        // sources: read nothing until ctrlResume (stop-the-world)
+	ctrlResume
+	ctrlClock // every task: save your part of checkpoint id now, no marker (wall-clock)
 )
 
 type ctrlMsg struct {
@@ -234,6 +238,10 @@ func (t *task) control() bool {
 			}
 		case ctrlFinal:
 			t.finalSnapshot(m.id, m.at)
+		case ctrlClock:
+			t.clockSnapshot(m.id, m.at)
+		case ctrlStop, ctrlResume:
+			t.stopped = m.kind == ctrlStop
 		}
 	}
 	return len(msgs) > 0
@@ -287,6 +295,9 @@ func (t *task) deadline() (time.Time, bool) {
 // the input channels in turn.
 func (t *task) input() bool {
 	if t.src != nil {
+		if t.stopped {
+			return false
+		}
 		return t.sourceStep()
 	}
 	t.nextReady = time.Time{}
@@ -348,6 +359,7 @@ func isMarker(it item) bool { return it.kind == kBarrier || it.kind == kCancel }
 // onItem hands one input item to the barrier handler and carries out what
 // it decides.
 func (t *task) onItem(c int, it item) {
+	t.clockTaken(c, it)
 	if tr := t.inc.env.Trace; tr != nil {
 		t.traceItem(tr, c, it)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/pflag"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
@@ -89,6 +91,8 @@ type classroom struct {
 	dir   string
 	log   *slog.Logger
 	label int // runs so far, for their directories
+	// fails are the crashes --fail asked for (none: the lesson's default).
+	fails []fault.Spec
 }
 
 // executorFor is the executor a lesson about n runs on: --executor when
@@ -150,7 +154,7 @@ func (c *classroom) config(exec run.Executor) (run.Config, error) {
 	if !c.fl.Changed("storage") {
 		cfg.Storage = "file://" + filepath.Join(base, "storage")
 	}
-	cfg.Fails = nil
+	c.fails, cfg.Fails = cfg.Fails, nil
 	return cfg, nil
 }
 
@@ -158,6 +162,19 @@ func (c *classroom) config(exec run.Executor) (run.Config, error) {
 // diagram, and resolves its output.
 func (c *classroom) run(exec run.Executor, cfg run.Config, plan *mistake.Plan) (*traced, error) {
 	return runTraced(c.ctx, exec, cfg, plan, c.log)
+}
+
+// crash is the crash the lesson's runs of exec on cfg take: --fail's, or
+// trace's default (half-way through ref's input, after the first durable
+// recovery point). A lesson about a crash refuses --fail none.
+func (c *classroom) crash(exec run.Executor, cfg run.Config, ref *traced) ([]fault.Spec, error) {
+	if c.f.noFails {
+		return nil, usagef("invalid --fail none for --teach: the lesson needs a crash")
+	}
+	if len(c.fails) > 0 {
+		return c.fails, nil
+	}
+	return traceCrash(exec, cfg, ref.summary.RecordsIn)
 }
 
 // reference is the reference executor's result on cfg's input.
@@ -308,9 +325,11 @@ func (to traceOutput) writeLesson(l lesson, v *verdict, stdout, stderr io.Writer
 
 func writeLessonJSON(w io.Writer, l lesson, v *verdict) error {
 	type runJSON struct {
-		Executor string             `json:"executor"`
-		Steps    []mistake.Step     `json:"mistake_steps,omitempty"`
-		Events   *diagram.Recording `json:"trace"`
+		Executor string         `json:"executor"`
+		Steps    []mistake.Step `json:"mistake_steps,omitempty"`
+		// Events is the run's diagram as trace --format json writes it
+		// (times in microseconds, lower-case fields).
+		Events json.RawMessage `json:"trace"`
 	}
 	out := struct {
 		Teach     mistake.Name `json:"teach"`
@@ -329,7 +348,11 @@ func writeLessonJSON(w io.Writer, l lesson, v *verdict) error {
 		dst **runJSON
 	}{{v.wrong, &out.WrongRun}, {v.right, &out.RightRun}} {
 		if r.t != nil {
-			*r.dst = &runJSON{Executor: r.t.exec.Name(), Steps: r.t.steps, Events: &r.t.rec}
+			var rec bytes.Buffer
+			if err := diagram.WriteJSON(&rec, r.t.rec); err != nil {
+				return err
+			}
+			*r.dst = &runJSON{Executor: r.t.exec.Name(), Steps: r.t.steps, Events: rec.Bytes()}
 		}
 	}
 	enc := json.NewEncoder(w)

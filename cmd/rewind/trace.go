@@ -13,6 +13,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 // Trace's own defaults: small steps, so a short run shows several of
@@ -154,15 +155,8 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	// recovery from a recovery point however slowly the machine runs the
 	// first one (should the input end before, trace says so and fails).
 	if !f.noFails && len(cfg.Fails) == 0 {
-		tr, worker := exec.Traits(), min(1, exec.Workers(cfg)-1)
-		cfg.Fails = []fault.Spec{{Worker: worker, AfterRecords: max(ref.summary.RecordsIn/2, 1), AfterPoint: tr.FirstDurablePoint}}
-		if tr.MidWorkPoint != "" {
-			// Inside a batch, about half-way: the input lasts about
-			// traceBatches units of work at trace's cadence.
-			cfg.Fails = []fault.Spec{{Point: tr.MidWorkPoint, Worker: worker, OnlyWorker: true, Occurrence: traceBatches / 2}}
-		}
-		if err := fault.Validate(cfg.Fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
-			return fmt.Errorf("trace's default crash: %w", err)
+		if cfg.Fails, err = traceCrash(exec, cfg, ref.summary.RecordsIn); err != nil {
+			return err
 		}
 	}
 
@@ -189,6 +183,24 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 		return fmt.Errorf("the crash %s did not fire before the input ended (the first recovery point came later), so the trace shows no recovery: give a slower --input (a lower rate=) or another --fail", s.UnfiredFaults[0])
 	}
 	return nil
+}
+
+// traceCrash is trace's default crash for exec on cfg, whose input is
+// recordsIn records long: worker 1 at half the input once the first
+// recovery point is durable, or inside a batch about half-way where the
+// executor has a mid-work point.
+func traceCrash(exec run.Executor, cfg run.Config, recordsIn int64) ([]fault.Spec, error) {
+	tr, worker := exec.Traits(), min(1, exec.Workers(cfg)-1)
+	fails := []fault.Spec{{Worker: worker, AfterRecords: max(recordsIn/2, 1), AfterPoint: tr.FirstDurablePoint}}
+	if tr.MidWorkPoint != "" {
+		// Inside a batch, about half-way: the input lasts about
+		// traceBatches units of work at trace's cadence.
+		fails = []fault.Spec{{Point: tr.MidWorkPoint, Worker: worker, OnlyWorker: true, Occurrence: traceBatches / 2}}
+	}
+	if err := fault.Validate(fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
+		return nil, fmt.Errorf("trace's default crash: %w", err)
+	}
+	return fails, nil
 }
 
 func sortedSpecs(in map[string]string) []string {

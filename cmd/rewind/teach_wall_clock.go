@@ -1,0 +1,215 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/rewind-engine/rewind/dataflow/mistake"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
+)
+
+func init() {
+	addLesson(lesson{
+		name:  mistake.WallClock,
+		brief: "every task saves on its own clock, no marker",
+		why: "Clocks on different machines never quite agree, and even at one instant records " +
+			"are on the channels: they have left the sender's saved read position without reaching " +
+			"the receiver's saved state, so a restore loses them, or counts them twice where the " +
+			"sender saved first. A marker travels in the channels, so each task saves exactly " +
+			"behind what its senders saved.",
+		teach: teachWallClock,
+	})
+}
+
+// wallClockJob is the job the lesson runs: a keyed count, where a lost or
+// doubled record shows as its key's count and sum.
+const wallClockJob = "keyed-count"
+
+// teachWallClock runs keyed-count with one crash twice: with every task
+// saving on the coordinator's clock and with markers. The executor logs,
+// for the cut each checkpoint took, the records in flight on each channel
+// by id (lost or counted twice); the lesson predicts from those of the
+// restored checkpoint and the input each key's count and sum, and compares
+// with the wrong result.
+func teachWallClock(c *classroom) (*verdict, error) {
+	if c.fl.Changed("job") && c.f.job != wallClockJob {
+		return nil, usagef("invalid --job %q for --teach %s: the lesson runs %s (a lost or doubled record shows in its key's count)", c.f.job, mistake.WallClock, wallClockJob)
+	}
+	c.f.job = wallClockJob
+	exec, err := c.executorFor(mistake.WallClock)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.config(exec)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Inputs = c.busyInputs(cfg)
+	ref, err := c.reference(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Fails, err = c.crash(exec, cfg, ref); err != nil {
+		return nil, err
+	}
+	right, err := c.run(exec, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	wcfg, err := c.config(exec)
+	if err != nil {
+		return nil, err
+	}
+	wcfg.Inputs, wcfg.Fails = cfg.Inputs, cfg.Fails
+	wrong, err := c.run(exec, wcfg, &mistake.Plan{Name: mistake.WallClock})
+	if err != nil {
+		return nil, err
+	}
+
+	restored := int64(-1)
+	for _, e := range wrong.rec.Events {
+		if e.Kind == spacetime.Restore && e.ID > 0 {
+			restored = e.ID
+		}
+	}
+	if restored < 0 {
+		return nil, fmt.Errorf("--teach %s: the wrong run restored no recovery point, so its cut was never used", mistake.WallClock)
+	}
+	// The records the restored cut lost or doubled, and what they do to
+	// each key.
+	byID, err := c.inputByID(cfg)
+	if err != nil {
+		return nil, err
+	}
+	lost, twice := map[int64]bool{}, map[int64]bool{}
+	delta := map[int64][2]int64{} // key: count, sum
+	for _, s := range wrong.steps {
+		if s.Point != restored {
+			continue
+		}
+		sign, set := int64(-1), lost
+		if strings.HasPrefix(s.Note, "twice") {
+			sign, set = 1, twice
+		}
+		for _, id := range s.IDs {
+			r, ok := byID[id]
+			if !ok {
+				return nil, fmt.Errorf("--teach %s: the cut names record %d, which the input does not hold", mistake.WallClock, id)
+			}
+			set[id] = true
+			d := delta[r.Key]
+			delta[r.Key] = [2]int64{d[0] + sign, d[1] + sign*r.Value}
+		}
+	}
+	want, err := perKey(ref.result)
+	if err != nil {
+		return nil, err
+	}
+	got, err := perKey(wrong.result)
+	if err != nil {
+		return nil, err
+	}
+	predicted, observed := map[int64][2]int64{}, map[int64][2]int64{}
+	for k, d := range delta {
+		if d != [2]int64{} {
+			predicted[k] = d
+		}
+	}
+	for k := range mergeKeys(want, got) {
+		if d := [2]int64{got[k][0] - want[k][0], got[k][1] - want[k][1]}; d != [2]int64{} {
+			observed[k] = d
+		}
+	}
+
+	rightEq := right.result.Diff(ref.result, 3) == ""
+	v := &verdict{wrong: wrong, right: right,
+		wrongGot: fmt.Sprintf("wall clock: restored point %d, %d keys off the reference", restored, len(observed)),
+		rightGot: fmt.Sprintf("markers: %d keys %s", len(right.result.Rows), equalWord(rightEq)),
+		predicted: fmt.Sprintf("cut %d: %d in flight lost (ids %s), %d twice (ids %s): %s",
+			restored, len(lost), idList(lost), len(twice), idList(twice), keyDeltas(predicted)),
+		observed: keyDeltas(observed),
+	}
+	v.holds = rightEq && len(lost)+len(twice) > 0 && equalDeltas(predicted, observed)
+	return v, nil
+}
+
+// inputByID is every record of cfg's input by id.
+func (c *classroom) inputByID(cfg run.Config) (map[int64]inputRecord, error) {
+	out := map[int64]inputRecord{}
+	for name, spec := range cfg.Inputs {
+		parts, err := partitionNames(spec)
+		if err != nil {
+			return nil, err
+		}
+		for p := range parts {
+			recs, err := c.records(cfg, name, p, 0, math.MaxInt64)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range recs {
+				out[r.ID] = r
+			}
+		}
+	}
+	return out, nil
+}
+
+// perKey is a keyed count's result: each key's count and sum.
+func perKey(t *sink.Table) (map[int64][2]int64, error) {
+	k, n, s := slices.Index(t.Columns, "key"), slices.Index(t.Columns, "count"), slices.Index(t.Columns, "sum")
+	if k < 0 || n < 0 || s < 0 {
+		return nil, fmt.Errorf("the output has no key, count and sum columns (columns %v)", t.Columns)
+	}
+	out := map[int64][2]int64{}
+	for _, r := range t.Rows {
+		out[r[k]] = [2]int64{r[n], r[s]}
+	}
+	return out, nil
+}
+
+func mergeKeys(a, b map[int64][2]int64) map[int64]bool {
+	out := map[int64]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+func equalDeltas(a, b map[int64][2]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, d := range a {
+		if b[k] != d {
+			return false
+		}
+	}
+	return true
+}
+
+// keyDeltas says per key how the count and sum differ: "key 2 count -1
+// sum -47".
+func keyDeltas(d map[int64][2]int64) string {
+	if len(d) == 0 {
+		return "every key right"
+	}
+	keys := slices.Sorted(func(yield func(int64) bool) {
+		for k := range d {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("key %d count %+d sum %+d", k, d[k][0], d[k][1]))
+	}
+	return strings.Join(parts, ", ")
+}
