@@ -16,7 +16,7 @@ const offsetSkew = 3
 func init() {
 	addLesson(lesson{
 		name:  mistake.OffsetBehind,
-		brief: fmt.Sprintf("the read position is saved %d records behind the cut: those records count twice", offsetSkew),
+		brief: fmt.Sprintf("read position saved %d behind the cut: they count twice", offsetSkew),
 		why: "A recovery point is one cut: the state holds every record before it, the saved read position names where it lies. " +
 			"Saved behind it, the restored source reads again records the restored state already counted, so each one counts twice. " +
 			"The position must be taken at the marker, with the state, not before or after.",
@@ -24,7 +24,7 @@ func init() {
 	})
 	addLesson(lesson{
 		name:  mistake.OffsetAhead,
-		brief: fmt.Sprintf("the read position is saved %d records ahead of the cut: those records are skipped", offsetSkew),
+		brief: fmt.Sprintf("read position saved %d ahead of the cut: they are skipped", offsetSkew),
 		why: "The restored state holds only the records before the cut, but the saved read position lies past records it never counted. " +
 			"After the restore the source starts there, so nothing ever counts those records: they are lost without any error. " +
 			"A position ahead of the state is as wrong as one behind it; only the marker's place is right.",

@@ -26,7 +26,7 @@ const (
 func init() {
 	addLesson(lesson{
 		name:  mistake.PartialPoint,
-		brief: "each task restores its newest part, complete point or not: a mixed picture",
+		brief: "each task restores its newest part: a mixed picture",
 		why: "A checkpoint is a recovery point only once every part is durable, which is what the coordinator's metadata says. " +
 			"Take each task's newest part instead and the tasks resume from different cuts: a count restored from the older one misses what its sources will not read again, one restored from the newer counts again what they do. " +
 			"Only a whole point is one cut.",

@@ -14,7 +14,7 @@ import (
 func init() {
 	addLesson(lesson{
 		name:  mistake.RestartNoRestore,
-		brief: "the restart keeps the read positions but not the state: counts start again from zero",
+		brief: "positions kept, state not: counts start from zero",
 		why: "The sources resume at the cut, so every record before it is read only once, before the crash, and the state that counted them is gone. " +
 			"The destination still holds the counts published before the crash, and the greater version wins, so each key shows either its old count or its count since the cut, never their sum. " +
 			"Positions and state are one recovery point: restore both or neither.",

@@ -19,7 +19,7 @@ const inflightSinkRate = 60
 func init() {
 	addLesson(lesson{
 		name:  mistake.UnalignedNoInflight,
-		brief: "unaligned markers overtake records without saving them: exactly those are lost",
+		brief: "markers overtake records, none saved: those are lost",
 		why: "An unaligned marker jumps the queue: the records it overtakes were read before the cut, so the saved read positions lie past them, yet no operator has counted them. " +
 			"They are in neither the state nor the input still to read; only the in-flight data saved with the part holds them. " +
 			"Skip saving it and a restore loses exactly those records.",
