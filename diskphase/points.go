@@ -25,6 +25,10 @@ const (
 	// pointMidCommit: the first partition is written to the sink, the rest
 	// is not; reached once even when nothing is written (coordinator).
 	pointMidCommit = "job.mid-commit"
+	// pointAfterPartition: append only, a partition written to the sink
+	// has its published marker, and the job's record is not written yet
+	// (coordinator).
+	pointAfterPartition = "job.after-partition"
 	// pointAfterCommit: the job's _SUCCESS marker is durable (coordinator).
 	pointAfterCommit = "job.after-commit"
 	// pointAfterPlan: the job plan is durable, no unit runs yet
@@ -44,6 +48,6 @@ const (
 // failPoints is the list FailPoints returns.
 var failPoints = []string{
 	pointMidRead, pointMidWrite, pointBeforeLedger,
-	pointBeforeCommit, pointMidCommit, pointAfterCommit,
+	pointBeforeCommit, pointMidCommit, pointAfterPartition, pointAfterCommit,
 	pointAfterPlan, pointBeforeRecord, pointAfterRecord, pointPhase,
 }
