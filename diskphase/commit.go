@@ -41,7 +41,7 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			}
 		}
 	}
-	first := true
+	first, marked := true, false
 	for _, p := range a.Parts {
 		if p.File.Name == "" {
 			continue
@@ -89,14 +89,20 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			if err := x.store.Put(ctx, x.names.published(a.Job, p.Subtask), receipt); err != nil {
 				return err
 			}
+		}
+		if !marked {
+			marked = true
 			if err := c.point(pointAfterPartition); err != nil {
 				return err
 			}
 		}
 	}
 	if first {
-		// Nothing to write: the point still marks the middle of the commit.
+		// Nothing to write: the points still mark the middle of the commit.
 		if err := c.point(pointMidCommit); err != nil {
+			return err
+		}
+		if err := c.point(pointAfterPartition); err != nil {
 			return err
 		}
 	}

@@ -25,8 +25,9 @@ const (
 	// pointMidCommit: the first partition is written to the sink, the rest
 	// is not; reached once even when nothing is written (coordinator).
 	pointMidCommit = "job.mid-commit"
-	// pointAfterPartition: append only, a partition written to the sink
-	// has its published marker, and the job's record is not written yet
+	// pointAfterPartition: the first partition is written to the sink
+	// and (append) marked published; the job's sink record and _SUCCESS
+	// are not written. Reached once per commit, as pointMidCommit is
 	// (coordinator).
 	pointAfterPartition = "job.after-partition"
 	// pointAfterCommit: the job's _SUCCESS marker is durable (coordinator).
