@@ -173,12 +173,13 @@ func (c *coordinator) adopt(ctx context.Context, j, sub int, epoch int64) error 
 	if !ok {
 		return nil
 	}
-	receipt, err := x.store.Get(ctx, x.names.published(j, sub))
+	name := x.names.published(j, sub)
+	receipt, err := x.store.Get(ctx, name)
 	if err != nil {
-		return fmt.Errorf("reading the published marker of job %d partition %d: %w", j, sub, err)
+		return fmt.Errorf("reading the published marker %s of job %d partition %d: %w", name, j, sub, err)
 	}
 	if err := r.Adopt(epoch, receipt); err != nil {
-		return fmt.Errorf("job %d partition %d, written by an earlier commit: %w", j, sub, err)
+		return fmt.Errorf("published marker %s of job %d partition %d, written by an earlier commit: %w", name, j, sub, err)
 	}
 	return nil
 }

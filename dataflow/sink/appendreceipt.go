@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"slices"
 )
 
@@ -19,6 +20,14 @@ const appendReceiptVersion = 1
 type appendReceipt struct {
 	V     int          `json:"v"`
 	Files []appendFile `json:"files"`
+	// CRC32C is the checksum of Files' JSON: a changed byte that still
+	// decodes (a digit of a size, a name's number) is found too.
+	CRC32C uint32 `json:"crc32c"`
+}
+
+func receiptSum(files []appendFile) uint32 {
+	b, _ := json.Marshal(files) // plain fields: cannot fail
+	return crc32.Checksum(b, castagnoli)
 }
 
 // Receipt implements Receipter.
@@ -29,10 +38,10 @@ func (s *appendSink) Receipt(w Writer) ([]byte, error) {
 	}
 	aw.mu.Lock()
 	defer aw.mu.Unlock()
-	if len(aw.files) == 0 {
-		return nil, nil
-	}
-	b, _ := json.Marshal(appendReceipt{V: appendReceiptVersion, Files: aw.files}) // plain fields: cannot fail
+	// Never empty, even when nothing was published: an empty mark is a
+	// damaged one.
+	files := append([]appendFile{}, aw.files...)
+	b, _ := json.Marshal(appendReceipt{V: appendReceiptVersion, Files: files, CRC32C: receiptSum(files)}) // plain fields: cannot fail
 	return b, nil
 }
 
@@ -40,13 +49,10 @@ func (s *appendSink) Receipt(w Writer) ([]byte, error) {
 // as it was written (an error naming it otherwise: its rows are not
 // written again); then it is listed in the next record of epoch.
 func (s *appendSink) Adopt(epoch int64, receipt []byte) error {
-	if len(receipt) == 0 {
-		return nil // the writer published nothing (or an older run wrote no receipt)
-	}
 	var r appendReceipt
 	d := json.NewDecoder(bytes.NewReader(receipt))
 	d.DisallowUnknownFields()
-	if err := d.Decode(&r); err != nil || d.More() || r.V != appendReceiptVersion {
+	if err := d.Decode(&r); err != nil || d.More() || r.V != appendReceiptVersion || r.CRC32C != receiptSum(r.Files) {
 		return fmt.Errorf("append receipt of epoch %d is damaged (%d bytes): %s", epoch, len(receipt), refuseHint)
 	}
 	for _, f := range r.Files {

@@ -107,15 +107,40 @@ func TestAppendReceiptAdopted(t *testing.T) {
 	}
 }
 
-// TestAppendReceiptDamagedRefused: a receipt that does not decode is
-// refused, not taken as "nothing written".
+// TestAppendReceiptDamagedRefused: a receipt that does not decode, is
+// empty or fails its checksum is refused, not taken as "nothing written".
 func TestAppendReceiptDamagedRefused(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(Append, CSV)
 	defer s.Close()
-	for _, bad := range []string{`{"v":1,"files":[{"file":"x","rows":1,"size":1}]}`, `{"v":2,"files":[]}`, `{"v":1`} {
+	for _, bad := range []string{`{"v":1,"files":[{"file":"x","rows":1,"size":1}],"crc32c":0}`, `{"v":2,"files":[]}`, `{"v":1`, ``,
+		`{"v":1,"files":[{"file":"part-s0-a0-000001.csv","rows":25,"size":901,"crc32c":7}],"crc32c":1}`} {
 		if err := s.(Receipter).Adopt(1, []byte(bad)); err == nil || !strings.Contains(err.Error(), "--resume") {
 			t.Errorf("adopt %s: %v; want a refusal saying what to do", bad, err)
 		}
+	}
+}
+
+// TestAppendReceiptChangedDigitRefused: a receipt whose row count was
+// changed, still valid JSON, fails its checksum.
+func TestAppendReceiptChangedDigitRefused(t *testing.T) {
+	r, _ := newRand(t)
+	g := newGen(r, 500, 1000)
+	f := newFixture(t)
+	s := f.open(Append, CSV)
+	defer s.Close()
+	w := f.writer(s, 0, 0)
+	f.write(w, 1, g.rows(25))
+	must(t, w.Flush(1), "flush")
+	receipt, err := s.(Receipter).Receipt(w)
+	must(t, err, "receipt")
+	must(t, w.Close(), "close writer")
+	must(t, s.(Receipter).Adopt(1, receipt), "adopt intact")
+	changed := strings.Replace(string(receipt), `"rows":25`, `"rows":26`, 1)
+	if changed == string(receipt) {
+		t.Fatalf("receipt %s does not say 25 rows", receipt)
+	}
+	if err := s.(Receipter).Adopt(1, []byte(changed)); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("adopt %s: %v; want it refused as damaged", changed, err)
 	}
 }
