@@ -124,7 +124,8 @@ func (*base) Record(int64) error { return nil }
 // The mark carries the writer's receipt; a redone commit passes it to
 // Adopt instead of writing the partition again.
 type Receipter interface {
-	// Receipt describes what w's flushes made visible; nil if nothing.
+	// Receipt describes what w's flushes made visible. It is never empty,
+	// even when nothing was, so an empty mark reads as a damaged one.
 	Receipt(w Writer) ([]byte, error)
 	// Adopt checks the files a receipt names, with an error naming one
 	// that is missing or changed, and lists them in the next Record of
