@@ -41,14 +41,23 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			}
 		}
 	}
-	first := true
+	first, marked := true, false
 	for _, p := range a.Parts {
-		if p.File.Name == "" || published[p.Subtask] {
+		if p.File.Name == "" {
+			continue
+		}
+		if published[p.Subtask] {
+			// Written by an earlier commit of the job: its files are
+			// checked and listed in this commit's record.
+			if err := c.adopt(ctx, a.Job, p.Subtask, epoch); err != nil {
+				return err
+			}
 			continue
 		}
 		data, err := x.fetch(ctx, p.File, p.Producer)
+		var receipt []byte
 		if err == nil {
-			err = c.writePart(p, a, epoch, data)
+			receipt, err = c.writePart(p, a, epoch, data)
 		}
 		var bad *fileBadError
 		if errors.As(err, &bad) {
@@ -74,16 +83,33 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			}
 		}
 		if appendMode {
-			if err := x.store.Put(ctx, x.names.published(a.Job, p.Subtask), nil); err != nil {
+			// The marker carries the writer's receipt (see
+			// sink.Receipter): a kill before the job's record leaves
+			// the partition's files listed nowhere else.
+			if err := x.store.Put(ctx, x.names.published(a.Job, p.Subtask), receipt); err != nil {
+				return err
+			}
+		}
+		if !marked {
+			marked = true
+			if err := c.point(pointAfterPartition); err != nil {
 				return err
 			}
 		}
 	}
 	if first {
-		// Nothing to write: the point still marks the middle of the commit.
+		// Nothing to write: the points still mark the middle of the commit.
 		if err := c.point(pointMidCommit); err != nil {
 			return err
 		}
+		if err := c.point(pointAfterPartition); err != nil {
+			return err
+		}
+	}
+	// The sink's record of the job's files is durable before _SUCCESS
+	// (see sink.Sink.Record); Commit publishes (transactional).
+	if err := x.env.Sink.Record(epoch); err != nil {
+		return err
 	}
 	if err := x.env.Sink.Commit(epoch); err != nil {
 		return err
@@ -111,23 +137,49 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 	return nil
 }
 
-// writePart writes one staged output file through a fresh sink writer.
-func (c *coordinator) writePart(p commitPart, a actCommit, epoch int64, data []byte) error {
+// writePart writes one staged output file through a fresh sink writer
+// and returns the writer's receipt, if the sink gives one.
+func (c *coordinator) writePart(p commitPart, a actCommit, epoch int64, data []byte) ([]byte, error) {
 	x := c.x
 	w, err := x.env.Sink.Writer(p.Subtask, a.Attempt)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.Close()
 	n, err := decodeFile(data, p.File, p.Producer, x.topo.out, x, func(b arrow.RecordBatch) error {
 		return w.Write(epoch, b)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.Flush(epoch); err != nil {
-		return err
+		return nil, err
 	}
 	x.met.rowsWritten(n)
+	var receipt []byte
+	if r, ok := x.env.Sink.(sink.Receipter); ok {
+		if receipt, err = r.Receipt(w); err != nil {
+			return nil, err
+		}
+	}
+	return receipt, nil
+}
+
+// adopt hands the receipt in partition sub's published marker of job j
+// back to the sink, which checks the files it names.
+func (c *coordinator) adopt(ctx context.Context, j, sub int, epoch int64) error {
+	x := c.x
+	r, ok := x.env.Sink.(sink.Receipter)
+	if !ok {
+		return nil
+	}
+	name := x.names.published(j, sub)
+	receipt, err := x.store.Get(ctx, name)
+	if err != nil {
+		return fmt.Errorf("reading the published marker %s of job %d partition %d: %w", name, j, sub, err)
+	}
+	if err := r.Adopt(epoch, receipt); err != nil {
+		return fmt.Errorf("published marker %s of job %d partition %d, written by an earlier commit: %w", name, j, sub, err)
+	}
 	return nil
 }

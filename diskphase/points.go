@@ -25,6 +25,11 @@ const (
 	// pointMidCommit: the first partition is written to the sink, the rest
 	// is not; reached once even when nothing is written (coordinator).
 	pointMidCommit = "job.mid-commit"
+	// pointAfterPartition: the first partition is written to the sink
+	// and (append) marked published; the job's sink record and _SUCCESS
+	// are not written. Reached once per commit, as pointMidCommit is
+	// (coordinator).
+	pointAfterPartition = "job.after-partition"
 	// pointAfterCommit: the job's _SUCCESS marker is durable (coordinator).
 	pointAfterCommit = "job.after-commit"
 	// pointAfterPlan: the job plan is durable, no unit runs yet
@@ -44,6 +49,6 @@ const (
 // failPoints is the list FailPoints returns.
 var failPoints = []string{
 	pointMidRead, pointMidWrite, pointBeforeLedger,
-	pointBeforeCommit, pointMidCommit, pointAfterCommit,
+	pointBeforeCommit, pointMidCommit, pointAfterPartition, pointAfterCommit,
 	pointAfterPlan, pointBeforeRecord, pointAfterRecord, pointPhase,
 }

@@ -325,6 +325,11 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 		return nil, err
 	}
 	c.goAsync(func() (Event, func(), error) {
+		// The sink's record of the batch's files is durable before the
+		// batch is (see sink.Sink.Record).
+		if err := c.env.Sink.Record(n); err != nil {
+			return nil, nil, fmt.Errorf("recording the sink's files of batch %d: %w", n, err)
+		}
 		if err := c.put(ctx, commitName(n), data); err != nil {
 			return nil, nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
 		}

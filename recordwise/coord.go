@@ -278,6 +278,17 @@ func (c *coordLoop) exec(actions []checkpoint.Action) {
 				return
 			}
 			c.worldSaved(a.ID)
+			// Every sink subtask flushed the epoch with its part: the sink's
+			// record of the files it covers is made durable before the
+			// checkpoint is (see sink.Sink.Record).
+			if err := c.inc.env.Sink.Record(int64(a.ID)); err != nil {
+				if ctx.Err() != nil {
+					c.dead = true
+					return
+				}
+				c.step(checkpoint.MetadataFailed{Now: time.Now(), ID: a.ID, Err: fmt.Errorf("recording the sink's files: %w", err)})
+				continue
+			}
 			st, _ := c.co.Stats(a.ID)
 			md := metadata{Version: layoutVersion, Job: c.inc.plan.job.Name, RunID: c.inc.runID, Checkpoint: uint64(a.ID),
 				Parallelism: c.inc.plan.parallelism, Barriers: c.inc.mode.String(),

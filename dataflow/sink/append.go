@@ -57,13 +57,15 @@ func (s *appendSink) seq(subtask, attempt int) int {
 type appendWriter struct {
 	*writerBase
 	s *appendSink
+	// files is what this writer's flushes published, for Receipt.
+	files []appendFile
 }
 
 // Flush publishes everything buffered, whatever its epoch, as one new
 // visible file: written hidden, synced, then linked under its final name
 // (which never replaces an existing file) and the directory synced. A flush
 // with nothing buffered publishes nothing.
-func (w *appendWriter) Flush(int64) error {
+func (w *appendWriter) Flush(epoch int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.check(); err != nil {
@@ -113,7 +115,9 @@ func (w *appendWriter) Flush(int64) error {
 			rows += int64(len(c[0]))
 		}
 	}
-	w.s.flushed(appendFile{File: name, Rows: rows, Size: size, CRC32C: h.Sum32()})
+	f := appendFile{File: name, Rows: rows, Size: size, CRC32C: h.Sum32(), epoch: epoch}
+	w.files = append(w.files, f)
+	w.s.flushed(f)
 	return nil
 }
 

@@ -15,23 +15,44 @@ import (
 	"sync"
 )
 
-// The append sink's journal (see journal.go): Commit(epoch), which every
-// executor calls once a recovery point, batch or job commit is complete,
-// writes one object listing the files flushed since the previous record:
+// The append sink's journal (see journal.go). An append file is visible
+// from its flush, and once a recovery point covers its rows they are not
+// produced again: so what a recovery point covers must be on record before
+// the point is durable, or a kill between the two leaves covered files no
+// one checks. The protocol, in order, for recovery point E:
 //
-//	<run prefix>destination/append/<epoch>-<token>.json
+//  1. every sink subtask flushes its rows of epochs <= E (each flush notes
+//     its file, with its epoch, rows, size and CRC32C, in memory);
+//  2. Record(E) writes one object listing the noted files of epochs <= E
+//     not listed yet, and returns once it is durable:
+//     <run prefix>destination/append/<epoch>-<token>.json
+//  3. the executor writes recovery point E (checkpoint metadata, commit
+//     log entry, _SUCCESS marker);
+//  4. Commit(E) lists what Record left (normally nothing: no Put).
 //
-// So the cost is one Put per recovery point, not one per flush. A resumed
-// run checks, at its first Recover(complete), every file a record of an
-// epoch <= complete lists: those rows are not produced again, so a missing
-// or changed file is refused. Files no record lists are left as they are:
-// most were flushed after the newest recovery point, and the replay writes
-// their rows again (counted as duplicates); but a crash between a recovery
-// point and its record leaves files the recovery point covers unlisted, so
-// removing unlisted files would lose rows. A file flushed for a newer
-// epoch while Commit runs lands in the older record: if it is damaged the
-// resume refuses it although its rows would come again, an error rather
-// than a wrong result.
+// So the cost is one Put per recovery point that covers new files, not one
+// per flush. A resumed run checks, at its first Recover(complete), every
+// file a record of an epoch <= complete lists, and refuses one that is
+// missing or changed. A record written for a point that never became
+// durable (a kill between 2 and 3) has an epoch > complete and is not
+// checked: its rows are produced again. Its files are checked at a later
+// resume from a point >= its epoch; being visible and never removed they
+// are there, so only damage to them (rows that were produced again) is
+// refused then, an error rather than a wrong result.
+//
+// This design (the record before the point) was chosen over carrying each
+// subtask's flush receipt in the recovery point itself: it needs no change
+// to the executors' recovery point formats, only one call before each
+// point, and the executors' points stay the only thing they read back.
+// Disk-phase also marks each partition it writes in a job commit
+// (published/p<r>) so a redone commit does not write it twice: that mark
+// is a recovery point of its own, between two records, so it carries the
+// writer's receipt (Receipt) and a redone commit hands it back (Adopt);
+// a record per partition would be a Put per flush.
+//
+// Files no record lists are left as they are: they were flushed after the
+// newest durable recovery point, and the replay writes their rows again
+// (counted as duplicates).
 
 // appendRecordDir holds the append sink's records.
 const appendRecordDir = "append/"
@@ -44,6 +65,9 @@ type appendFile struct {
 	Rows   int64  `json:"rows"`
 	Size   int64  `json:"size"`
 	CRC32C uint32 `json:"crc32c"`
+	// epoch is the flush's, in memory only: a record of epoch E lists
+	// the files of epochs <= E.
+	epoch int64
 }
 
 type appendRecord struct {
@@ -153,30 +177,45 @@ func (s *appendSink) flushed(f appendFile) {
 	}
 }
 
-// Commit records the files flushed since the previous record as held by
-// the recovery point epoch: one Put, none when nothing was flushed.
-func (s *appendSink) Commit(epoch int64) error {
+// Record makes durable that recovery point epoch covers the files flushed
+// for epochs <= epoch: one Put, none when there are none. Executors call
+// it after every sink subtask flushed the epoch and before the point is
+// written.
+func (s *appendSink) Record(epoch int64) error {
 	s.aj.commitMu.Lock()
 	defer s.aj.commitMu.Unlock()
 	s.aj.mu.Lock()
-	j, files := s.aj.journal, s.aj.pending
-	s.aj.pending = nil
-	s.aj.mu.Unlock()
+	j := s.aj.journal
+	var files, later []appendFile
+	for _, f := range s.aj.pending {
+		if f.epoch <= epoch {
+			files = append(files, f)
+		} else {
+			later = append(later, f)
+		}
+	}
 	if j == nil || len(files) == 0 {
+		s.aj.mu.Unlock()
 		return nil
 	}
+	s.aj.pending = later
+	s.aj.mu.Unlock()
 	r := appendRecord{V: appendRecordVersion, Epoch: epoch, Files: files}
 	err := j.put(appendRecordDir+appendRecordName(epoch), encodeAppendRecord(r))
 	s.aj.mu.Lock()
 	defer s.aj.mu.Unlock()
 	if err != nil {
 		// Not recorded: the next record lists these files first.
-		s.aj.pending = append(slices.Clip(files), s.aj.pending...)
+		s.aj.pending = append(files, s.aj.pending...)
 		return err
 	}
 	s.aj.records = append(s.aj.records, r)
 	return nil
 }
+
+// Commit lists what Record(epoch) did not (nothing, when the executor
+// called it before the recovery point; the reference executor does not).
+func (s *appendSink) Commit(epoch int64) error { return s.Record(epoch) }
 
 // Recover checks, once per process, every file a record of an epoch <=
 // complete lists. Records of newer epochs (a recovery point that was

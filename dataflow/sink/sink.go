@@ -94,6 +94,15 @@ type Sink interface {
 	// number of parts as the delivery it replaces (every executor flushes
 	// each epoch once per subtask). No-op for the other modes.
 	Commit(epoch int64) error
+	// Record makes durable the sink's own record of what recovery point
+	// epoch covers (append: the files flushed for epochs <= epoch), so a
+	// resume from that point can check them. Executors call it once every
+	// sink subtask has flushed the epoch and before the point itself is
+	// written: a kill in between leaves a record of a point that never
+	// became durable, which a resume ignores, never a durable point whose
+	// files are not on record. No-op for the other modes, whose flushes
+	// record themselves (transactional) or need no record (idempotent).
+	Record(epoch int64) error
 	// Recover is called when a run resumes from a state that covers epochs
 	// <= complete: staged epochs <= complete are committed, newer staged
 	// epochs are discarded (they will be produced again).
@@ -103,6 +112,25 @@ type Sink interface {
 	Finish() error
 	// Close releases the sink's resources without finishing.
 	Close() error
+}
+
+// Record is the modes' default: nothing to record (see Sink).
+func (*base) Record(int64) error { return nil }
+
+// Receipter is implemented by sinks whose flushes are visible at once
+// (append), for an executor that marks one writer's flush as done in a
+// mark of its own between two recovery points (disk-phase marks each
+// partition of a job commit, so a redone commit does not write it twice).
+// The mark carries the writer's receipt; a redone commit passes it to
+// Adopt instead of writing the partition again.
+type Receipter interface {
+	// Receipt describes what w's flushes made visible. It is never empty,
+	// even when nothing was, so an empty mark reads as a damaged one.
+	Receipt(w Writer) ([]byte, error)
+	// Adopt checks the files a receipt names, with an error naming one
+	// that is missing or changed, and lists them in the next Record of
+	// epoch.
+	Adopt(epoch int64, receipt []byte) error
 }
 
 // MidFinisher is implemented by sinks whose Finish has a step in the
