@@ -81,13 +81,12 @@ func (c *coordinator) tracePieces(tr *spacetime.Recorder, bp *batchPieces, plan 
 }
 
 // traceBatchLost records batch id's attempt a crash cut short as a failed
-// recovery point on the coordinator's lane: failed when its offsets were
-// logged (it runs again from them), aborted when not (its plan is
-// dropped), with the reason.
+// recovery point on the coordinator's lane, with the reason: failed when
+// its offsets were logged (it runs again from them), aborted when not (its
+// plan is dropped, and the note says so).
 func traceBatchLost(tr *spacetime.Recorder, id int64, logged bool, reason string) {
-	status := "aborted"
-	if logged {
-		status = "failed"
+	if !logged && !strings.Contains(reason, "before its offsets") {
+		reason = "aborted before its offsets were logged, " + reason
 	}
-	tr.Record(spacetime.Event{Kind: spacetime.PointFailed, Lane: coordinatorLane, Worker: -1, ID: id, Note: status + ", " + reason})
+	tr.Record(spacetime.Event{Kind: spacetime.PointFailed, Lane: coordinatorLane, Worker: -1, ID: id, Note: reason})
 }
