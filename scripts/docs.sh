@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 set +e
 go test -count=1 -timeout 60m -run '^TestDocsCommands$' ./cmd/rewind -v -args -docs.figures -docs.all 2>&1 |
-	grep -vE '^=== (RUN|PAUSE|CONT)'
+	grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 status=${PIPESTATUS[0]}
 set -e
 echo "docs: $(( $(date +%s) - start )) s; figures in docs/figures/"

@@ -12,7 +12,7 @@ package main
 //   - TestDocsCommands runs each quoted command as the CLI (this test
 //     binary re-executed, as killed_process_test does), one after the
 //     other, each in a fresh directory holding an empty docs/figures/, and
-//     checks its exit status.
+//     checks its exit status. A command quoted twice runs once.
 //   - A block whose fence is preceded by the line `<!-- docs: slow -->`
 //     holds commands too slow for `make test` (the standard bench, runs of
 //     millions of records): they are checked the same way, but only with
@@ -241,11 +241,17 @@ func TestDocsCommands(t *testing.T) {
 		t.Fatal("no quoted commands found in the docs: the convention or the parser is broken")
 	}
 	ran, deferred := 0, 0
+	seen := map[string]string{} // command text: where it ran
 	for _, c := range all {
 		if c.marker != "" && !*docsAll {
 			deferred++
 			continue
 		}
+		if first, ok := seen[c.text]; ok {
+			t.Logf("%s: the same as %s, which ran", c.where, first)
+			continue
+		}
+		seen[c.text] = c.where
 		ran++
 		start := time.Now()
 		if c.marker == "script" {
