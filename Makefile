@@ -1,7 +1,7 @@
 # rewind: every target works on a fresh clone with only Go installed.
 GO ?= go
 
-.PHONY: test demo bench gobench build lint soak
+.PHONY: test demo bench gobench build lint soak docs docs-check
 
 ## test: gofmt, vet, and the whole suite under -race, with a local S3 server
 test:
@@ -26,6 +26,15 @@ bench:
 ## gobench: every go benchmark once (figures vary on a shared machine: compare ratios within one run)
 gobench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./...
+
+## docs: regenerate every figure the pages embed (docs/figures/) with the commands they quote, then
+## check every quoted command, the slow and script blocks included (scripts/docs.sh, a few minutes)
+docs:
+	./scripts/docs.sh
+
+## docs-check: only check every quoted command, slow and script blocks included; rewrites nothing
+docs-check:
+	$(GO) test -count=1 -timeout 60m -run '^TestDocsCommands$$' ./cmd/rewind -args -docs.all
 
 build:
 	$(GO) build -o bin/rewind ./cmd/rewind

@@ -268,6 +268,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 			reprocessed = rp
 			if inFlight {
 				met.batchLost(c.cur.Batch, logged, "cut short: "+cause)
+				traceBatchLost(env.Trace, c.cur.Batch, logged, "cut short: "+cause)
 			}
 		}
 		c.close()

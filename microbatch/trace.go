@@ -79,3 +79,14 @@ func (c *coordinator) tracePieces(tr *spacetime.Recorder, bp *batchPieces, plan 
 			Worker: int(task.Worker), ID: c.cur.Batch, Records: bp.ranges[task.Piece.ID].Records(), Note: string(task.Piece.ID)})
 	}
 }
+
+// traceBatchLost records batch id's attempt a crash cut short as a failed
+// recovery point on the coordinator's lane, with the reason: failed when
+// its offsets were logged (it runs again from them), aborted when not (its
+// plan is dropped, and the note says so).
+func traceBatchLost(tr *spacetime.Recorder, id int64, logged bool, reason string) {
+	if !logged && !strings.Contains(reason, "before its offsets") {
+		reason = "aborted before its offsets were logged, " + reason
+	}
+	tr.Record(spacetime.Event{Kind: spacetime.PointFailed, Lane: coordinatorLane, Worker: -1, ID: id, Note: reason})
+}

@@ -213,9 +213,13 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	}
 	switch {
 	case r.Failed >= 0:
-		c.met.batchLost(r.Failed, true, fmt.Sprintf("cut short: worker %s died", deadList(dead)))
+		reason := fmt.Sprintf("cut short: worker %s died", deadList(dead))
+		c.met.batchLost(r.Failed, true, reason)
+		traceBatchLost(c.env.Trace, r.Failed, true, reason)
 	case r.Discarded >= 0:
-		c.met.batchLost(r.Discarded, false, fmt.Sprintf("cut short before its offsets were logged: worker %s died", deadList(dead)))
+		reason := fmt.Sprintf("cut short before its offsets were logged: worker %s died", deadList(dead))
+		c.met.batchLost(r.Discarded, false, reason)
+		traceBatchLost(c.env.Trace, r.Discarded, false, reason)
 	}
 	if err := c.replaceWorkers(ctx, need); err != nil {
 		return nil, err

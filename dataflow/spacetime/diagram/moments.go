@@ -52,7 +52,11 @@ func Moments(w io.Writer, rec Recording, width int) error {
 		case spacetime.Commit:
 			say(e.T, "commit %d", e.ID)
 		case spacetime.Crash:
-			say(e.T, "CRASH of worker %d: %s", e.Worker, orDash(e.Note))
+			if e.Worker < 0 {
+				say(e.T, "CRASH of the coordinator: %s", orDash(e.Note))
+			} else {
+				say(e.T, "CRASH of worker %d: %s", e.Worker, orDash(e.Note))
+			}
 		case spacetime.Restore:
 			say(e.T, "restore %s", pointName(e.ID))
 		case spacetime.PieceLost:

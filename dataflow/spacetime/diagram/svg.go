@@ -204,6 +204,9 @@ func (d *drawer) annotations() []annot {
 			a.text, a.colour = "commit "+id, colOK
 		case spacetime.Crash:
 			a.text, a.colour = "crash w"+strconv.Itoa(e.Worker), colBad
+			if e.Worker < 0 {
+				a.text = "crash: coordinator"
+			}
 		case spacetime.Restore:
 			a.text, a.colour = "restore "+pointName(e.ID), colOK
 		case spacetime.PieceLost:
