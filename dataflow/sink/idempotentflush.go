@@ -50,7 +50,12 @@ type groupCommit struct {
 	mu    sync.Mutex
 	busy  bool
 	queue []*flushReq
+	txns  int // transactions written, for tests
 }
+
+// applyHook, when set (tests only), runs as a transaction starts, with
+// the number of flushes it holds.
+var applyHook func(flushes int)
 
 // commit makes rows durable in the store, grouped with whatever other
 // writers flush at the same time.
@@ -72,7 +77,11 @@ func (s *idempotentSink) commit(rows []upsert) error {
 	g.mu.Lock()
 	batch := g.queue
 	g.queue = nil
+	g.txns++
 	g.mu.Unlock()
+	if applyHook != nil {
+		applyHook(len(batch))
+	}
 	err := s.apply(batch)
 	for _, r := range batch {
 		r.done <- flushResult{err: err}
