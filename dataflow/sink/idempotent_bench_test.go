@@ -16,7 +16,7 @@ import (
 // random keys out of `keys` at once, into a store already holding every
 // key (the state of a keyed job that has run for a while). One operation
 // is one round of flushes, one per writer, started together. Flush
-// latency is reported as p50/p99 (what a recordwise row waits for after
+// latency is reported as p50/p99 (what a row waits for after
 // its hand-over, or a micro-batch's sink step), rows/s the upsert rate.
 //
 // Reproduce: go test -run '^$' -bench BenchmarkIdempotentFlush -benchtime 200x ./dataflow/sink/
