@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +80,8 @@ type idempotentSink struct {
 
 	dmu     sync.Mutex
 	damaged error // set by guard: the store is not used again
+
+	group groupCommit
 }
 
 func openIdempotentSink(b *base) (Sink, error) {
@@ -90,7 +91,7 @@ func openIdempotentSink(b *base) (Sink, error) {
 	s := &idempotentSink{base: b, path: path, recorded: -1}
 	err = s.guard(func() error {
 		var err error
-		s.db, err = bolt.Open(path, 0o644, &bolt.Options{Timeout: storeLockTimeout})
+		s.db, err = bolt.Open(path, 0o644, storeOptions())
 		return err
 	})
 	if errors.Is(err, berrors.ErrTimeout) {
@@ -471,87 +472,3 @@ func (s *idempotentSink) checkRow(k, v []byte, colBytes int) error {
 	}
 	return nil
 }
-
-type idempotentWriter struct {
-	*writerBase
-	s *idempotentSink
-}
-
-// Flush upserts everything buffered in one bbolt transaction, which bbolt
-// fsyncs before returning: after Flush the rows survive a crash, and a crash
-// during it leaves none of them applied. Rows are sorted by key first, as
-// bbolt writes ordered keys much faster; the sort is stable so that among
-// equal keys and versions the last written wins, as it would unsorted.
-func (w *idempotentWriter) Flush(int64) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err := w.check(); err != nil {
-		return err
-	}
-	chunks, release, ok := w.takeAll()
-	if !ok {
-		return nil
-	}
-	defer release()
-	sh := w.sink.shape
-	ncols := len(sh.cols)
-	keyLen, valLen := 8*len(sh.keyIdx), 8*ncols+rowSumLen
-	n := 0
-	for _, c := range chunks {
-		n += len(c[0])
-	}
-	// bbolt requires keys and values to stay untouched until the
-	// transaction ends, so each row gets its own bytes in one slab.
-	slab := make([]byte, n*(keyLen+valLen))
-	type kv struct{ k, v []byte }
-	rows := make([]kv, 0, n)
-	for _, cols := range chunks {
-		for r := range cols[0] {
-			k, v := slab[:keyLen:keyLen], slab[keyLen:keyLen+valLen:keyLen+valLen]
-			slab = slab[keyLen+valLen:]
-			for i, ki := range sh.keyIdx {
-				// Flipping the sign bit makes byte order match numeric
-				// order, so the export comes out sorted by key.
-				binary.BigEndian.PutUint64(k[8*i:], uint64(cols[ki][r])^(1<<63))
-			}
-			for c := range cols {
-				binary.BigEndian.PutUint64(v[8*c:], uint64(cols[c][r]))
-			}
-			binary.BigEndian.PutUint32(v[8*ncols:], rowSum(k, v[:8*ncols]))
-			rows = append(rows, kv{k, v})
-		}
-	}
-	slices.SortStableFunc(rows, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
-	vo := 8 * sh.verIdx
-	err := w.s.update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketRows)
-		added := int64(0)
-		for _, r := range rows {
-			old := bk.Get(r.k)
-			if old == nil {
-				added++
-			} else {
-				if err := w.s.checkRow(r.k, old, 8*ncols); err != nil {
-					return err
-				}
-				// Greater version wins; an equal one replaces (a replay
-				// writes the same row again).
-				if int64(binary.BigEndian.Uint64(old[vo:])) > int64(binary.BigEndian.Uint64(r.v[vo:])) {
-					continue
-				}
-			}
-			if err := bk.Put(r.k, r.v); err != nil {
-				return err
-			}
-		}
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(count(tx)+added))
-		return tx.Bucket(bucketMeta).Put(metaCount, n[:])
-	})
-	if err != nil {
-		return w.fail(fmt.Errorf("idempotent flush of subtask %d attempt %d into %s: %w", w.subtask, w.attempt, w.s.path, err))
-	}
-	return nil
-}
-
-func (w *idempotentWriter) Close() error { return w.close() }

@@ -1,0 +1,98 @@
+package sink
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// BenchmarkIdempotentFlush measures what the executors ask of the
+// idempotent store: `writers` sink subtasks, each flushing `rows` rows of
+// random keys out of `keys` at once, into a store already holding every
+// key (the state of a keyed job that has run for a while). One operation
+// is one round of flushes, one per writer, started together. Flush
+// latency is reported as p50/p99 (what a row waits for after
+// its hand-over, or a micro-batch's sink step), rows/s the upsert rate.
+//
+// Reproduce: go test -run '^$' -bench BenchmarkIdempotentFlush -benchtime 200x ./dataflow/sink/
+func BenchmarkIdempotentFlush(b *testing.B) {
+	layout := testLayout()
+	for _, keys := range []int{100_000, 1_000_000, 4_000_000} {
+		for _, rows := range []int{100, 5_000} {
+			b.Run(fmt.Sprintf("keys=%d/rows=%d/writers=2", keys, rows), func(b *testing.B) {
+				benchIdempotentFlush(b, layout, keys, rows, 2)
+			})
+		}
+	}
+}
+
+func benchIdempotentFlush(b *testing.B, layout Layout, keys, rows, writers int) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(b, 0)
+	s := openSink(b, b.TempDir(), Idempotent, Parquet, layout, mem)
+	defer s.Close()
+	ws := make([]Writer, writers)
+	for i := range ws {
+		w, err := s.Writer(i, 0)
+		must(b, err, "writer")
+		defer w.Close()
+		ws[i] = w
+	}
+	// Fill the store with every key in large flushes.
+	const fill = 1 << 17
+	for lo := 0; lo < keys; lo += fill {
+		part := make([][]int64, 0, fill)
+		for k := lo; k < min(lo+fill, keys); k++ {
+			part = append(part, []int64{int64(k % 1000), int64(k / 1000), 0, int64(k)})
+		}
+		write(b, mem, ws[0], layout, 0, part)
+		must(b, ws[0].Flush(0), "fill flush")
+	}
+	r := rand.New(rand.NewPCG(uint64(keys), uint64(rows)))
+	round := func(v int64) [][][]int64 {
+		out := make([][][]int64, writers)
+		for i := range out {
+			out[i] = make([][]int64, rows)
+			for j := range out[i] {
+				k := r.IntN(keys)
+				out[i][j] = []int64{int64(k % 1000), int64(k / 1000), v, r.Int64N(1 << 40)}
+			}
+		}
+		return out
+	}
+	var lats []time.Duration
+	var mu sync.Mutex
+	v := int64(1)
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		in := round(v)
+		b.StartTimer()
+		var wg sync.WaitGroup
+		for i, w := range ws {
+			wg.Go(func() {
+				t0 := time.Now()
+				write(b, mem, w, layout, v, in[i])
+				if err := w.Flush(v); err != nil {
+					b.Error(err)
+				}
+				d := time.Since(t0)
+				mu.Lock()
+				lats = append(lats, d)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		v++
+	}
+	slices.Sort(lats)
+	ms := func(q float64) float64 { return float64(lats[int(q*float64(len(lats)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.5), "p50_ms")
+	b.ReportMetric(ms(0.99), "p99_ms")
+	b.ReportMetric(float64(len(lats)*rows)/b.Elapsed().Seconds(), "rows/s")
+}

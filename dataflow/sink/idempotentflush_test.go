@@ -1,0 +1,142 @@
+package sink
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestIdempotentGroupCommit: flushes that queue while a transaction is
+// being written share the next one, every flush returns only once its
+// transaction is written, and across the group the greater version still
+// wins per key. The first transaction is held until every other writer
+// has queued, so the grouping is certain, not a matter of timing.
+func TestIdempotentGroupCommit(t *testing.T) {
+	const writers, keys = 8, 50
+	r, _ := newRand(t)
+	f := newFixture(t)
+	s := f.open(Idempotent, Parquet)
+	is := s.(*idempotentSink)
+
+	release := make(chan struct{})
+	var first sync.Once
+	applyHook = func(int) { first.Do(func() { <-release }) }
+	defer func() { applyHook = nil }()
+
+	// Every writer writes every key, each with versions of its own
+	// (distinct across writers), in shuffled order.
+	var all [][]int64
+	in := make([][][]int64, writers)
+	for w := range in {
+		for k := range keys {
+			row := []int64{int64(k), 7, int64(r.IntN(1000)*writers + w), int64(w)}
+			in[w] = append(in[w], row)
+			all = append(all, row)
+		}
+		r.Shuffle(len(in[w]), func(i, j int) { in[w][i], in[w][j] = in[w][j], in[w][i] })
+	}
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	returned := make(chan int, writers)
+	for w := range writers {
+		wr := f.writer(s, w, 0)
+		defer wr.Close()
+		write(t, f.mem, wr, f.layout, 1, in[w])
+		wg.Go(func() {
+			errs <- wr.Flush(1)
+			returned <- w
+		})
+		if w == 0 {
+			waitFor(t, func() bool { is.group.mu.Lock(); defer is.group.mu.Unlock(); return is.group.busy })
+		}
+	}
+	// The other writers queue behind the held transaction.
+	waitFor(t, func() bool { is.group.mu.Lock(); defer is.group.mu.Unlock(); return len(is.group.queue) == writers-1 })
+	select {
+	case w := <-returned:
+		t.Fatalf("writer %d's flush returned while the first transaction was still held", w)
+	default:
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err, "flush")
+	}
+	if got := is.group.txns; got != 2 {
+		t.Fatalf("%d flushes took %d transactions, want 2 (one held alone, then the %d queued behind it together)", writers, got, writers-1)
+	}
+	must(t, s.Finish(), "finish")
+	must(t, s.Close(), "close")
+	f.wantResolved(all)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestIdempotentGroupFailsTogether: when a transaction fails (here a
+// stored row fails its checksum), the flush leading it and every flush
+// queued behind it get an error naming the damaged store: none of their
+// rows was applied, so none may be acknowledged.
+func TestIdempotentGroupFailsTogether(t *testing.T) {
+	const writers = 4
+	f := newFixture(t)
+	s := f.open(Idempotent, Parquet)
+	defer s.Close()
+	is := s.(*idempotentSink)
+	w0 := f.writer(s, 0, 0)
+	defer w0.Close()
+	write(t, f.mem, w0, f.layout, 0, [][]int64{{1, 1, 0, 0}})
+	must(t, w0.Flush(0), "first flush")
+	// Damage the stored row behind the sink's back.
+	must(t, is.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRows).Cursor()
+		k, v := c.First()
+		bad := append([]byte(nil), v...)
+		bad[0] ^= 1
+		return tx.Bucket(bucketRows).Put(append([]byte(nil), k...), bad)
+	}), "damage")
+
+	release := make(chan struct{})
+	var first sync.Once
+	applyHook = func(int) { first.Do(func() { <-release }) }
+	defer func() { applyHook = nil }()
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wr := f.writer(s, w+1, 0)
+		defer wr.Close()
+		// Every writer upserts the damaged key, so whichever group
+		// reads it fails.
+		write(t, f.mem, wr, f.layout, 1, [][]int64{{1, 1, int64(w + 1), 0}})
+		wg.Go(func() { errs <- wr.Flush(1) })
+		if w == 0 {
+			waitFor(t, func() bool { is.group.mu.Lock(); defer is.group.mu.Unlock(); return is.group.busy })
+		}
+	}
+	waitFor(t, func() bool { is.group.mu.Lock(); defer is.group.mu.Unlock(); return len(is.group.queue) == writers-1 })
+	close(release)
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "damaged embedded store") {
+			t.Fatalf("flush into a store with a damaged row: %v; want every flush to fail naming the damaged store", err)
+		}
+		n++
+	}
+	if n != writers {
+		t.Fatalf("%d flushes reported, want %d", n, writers)
+	}
+}
