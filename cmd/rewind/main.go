@@ -86,7 +86,7 @@ after a crash.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
 	benchCmd := newBenchCmd(stdout, stderr)
 	benchCmd.AddCommand(newBenchCompareCmd(stdout))
-	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd())
+	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd(), newResolveCmd(stdout, stderr))
 	return root
 }
 
