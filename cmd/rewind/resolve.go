@@ -189,7 +189,7 @@ func (f *resolveFlags) layoutOf(dir string) (sink.Layout, error) {
 	if !fi.IsDir() {
 		return sink.Layout{}, fmt.Errorf("cannot resolve %s: not a directory (give the --output directory of a run)", dir)
 	}
-	name, params := f.jobName, job.Params{}
+	name, params := f.jobName, job.DefaultParams
 	if name != "" {
 		if !isJob(name) {
 			return sink.Layout{}, usagef("invalid --job %q: allowed are %s", name, strings.Join(job.Names(), ", "))
