@@ -74,9 +74,9 @@ type resolveSummary struct {
 }
 
 func (f *resolveFlags) resolve(dir string, stdout, stderr io.Writer) error {
-	budget, err := humanize.ParseBytes(f.maxMemory)
-	if err != nil || budget == 0 || budget > 1<<50 {
-		return usagef("invalid --max-memory %q: want a size such as 64MiB, 512MB or 2GiB", f.maxMemory)
+	budget, err := parseSize("--max-memory", f.maxMemory)
+	if err != nil {
+		return err
 	}
 	if f.summary != "text" && f.summary != "json" {
 		return usagef("invalid --summary %q: allowed are text, json", f.summary)
@@ -106,7 +106,7 @@ func (f *resolveFlags) resolve(dir string, stdout, stderr io.Writer) error {
 	if incomplete {
 		fmt.Fprintf(stderr, "rewind: note: %s is marked incomplete (%s says why): the counts are of what it holds now\n", dir, filepath.Join(dir, outdir.IncompleteName))
 	}
-	opt := sink.ResolveOptions{MemoryBudget: int64(budget)}
+	opt := sink.ResolveOptions{MemoryBudget: budget}
 	var st sink.Stats
 	if f.out == "" {
 		st, err = sink.ResolveEach(dir, layout, opt, nil)
@@ -125,6 +125,15 @@ func (f *resolveFlags) resolve(dir string, stdout, stderr io.Writer) error {
 		return json.NewEncoder(stdout).Encode(s)
 	}
 	return s.writeText(stdout)
+}
+
+// parseSize reads a memory budget such as 64MiB or 1GB for flag.
+func parseSize(flag, v string) (int64, error) {
+	b, err := humanize.ParseBytes(v)
+	if err != nil || b == 0 || b > 1<<50 {
+		return 0, usagef("invalid %s %q: want a size such as 64MiB, 512MB or 2GiB", flag, v)
+	}
+	return int64(b), nil
 }
 
 func (s resolveSummary) writeText(w io.Writer) error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"unsafe"
 )
 
 // DefaultResolveBudget is the memory resolution holds rows in before it
@@ -36,9 +37,9 @@ type sorter struct {
 	width   int   // values per row: the layout's columns, then the sequence number
 	keyIdx  []int // write-key columns
 	verIdx  int
-	maxRows int     // rows the buffer holds before it spills
-	buf     []int64 // rows, width values each
-	idx     []int32 // buffer rows in sorted order
+	maxRows int         // rows the buffer holds before it spills
+	buf     []int64     // rows, width values each
+	order   []sortEntry // buffer rows in sorted order
 	seq     int64
 	tempDir string // where runs go; "" = the system's
 	dir     string // this sorter's directory of runs, made at the first spill
@@ -52,8 +53,8 @@ func newSorter(sh *shape, budget int64, tempDir string) *sorter {
 		budget = DefaultResolveBudget
 	}
 	width := len(sh.cols) + 1
-	// A buffered row costs its values and its index entry.
-	maxRows := int(min(budget/int64(8*width+4), 1<<31-1))
+	// A buffered row costs its values and its sort entry.
+	maxRows := int(min(budget/int64(8*width+int(unsafe.Sizeof(sortEntry{}))), 1<<31-1))
 	return &sorter{width: width, keyIdx: sh.keyIdx, verIdx: sh.verIdx, maxRows: max(maxRows, minRunRows), tempDir: tempDir}
 }
 
@@ -68,6 +69,33 @@ func (s *sorter) compare(a, b []int64) int {
 		return cmpInt(a[s.verIdx], b[s.verIdx])
 	}
 	return cmpInt(a[s.width-1], b[s.width-1])
+}
+
+// sortEntry is what sorting the buffer moves about: the first write-key
+// column and the version beside the row's position, so most comparisons
+// read neither the row nor memory far away. Rows enter the buffer in
+// arrival order, so the position orders arrival too.
+type sortEntry struct {
+	key0, ver int64
+	pos       int32
+}
+
+func (s *sorter) compareEntries(a, b sortEntry) int {
+	if a.key0 != b.key0 {
+		return cmpInt(a.key0, b.key0)
+	}
+	if len(s.keyIdx) > 1 {
+		ra, rb := s.row(a.pos), s.row(b.pos)
+		for _, i := range s.keyIdx[1:] {
+			if ra[i] != rb[i] {
+				return cmpInt(ra[i], rb[i])
+			}
+		}
+	}
+	if a.ver != b.ver {
+		return cmpInt(a.ver, b.ver)
+	}
+	return cmpInt(int64(a.pos), int64(b.pos))
 }
 
 func (s *sorter) row(i int32) []int64 {
@@ -109,11 +137,13 @@ func (s *sorter) grow() {
 // sortBuffer orders the buffered rows through idx.
 func (s *sorter) sortBuffer() {
 	n := len(s.buf) / s.width
-	s.idx = s.idx[:0]
+	s.order = s.order[:0]
+	k0 := s.keyIdx[0]
 	for i := range n {
-		s.idx = append(s.idx, int32(i))
+		r := s.row(int32(i))
+		s.order = append(s.order, sortEntry{key0: r[k0], ver: r[s.verIdx], pos: int32(i)})
 	}
-	slices.SortFunc(s.idx, func(a, b int32) int { return s.compare(s.row(a), s.row(b)) })
+	slices.SortFunc(s.order, s.compareEntries)
 }
 
 // spill writes the buffer, sorted, as a new run and empties it.
@@ -124,8 +154,8 @@ func (s *sorter) spill() error {
 		return err
 	}
 	err = s.writeRun(path, func(emit func([]int64) error) error {
-		for _, i := range s.idx {
-			if err := emit(s.row(i)); err != nil {
+		for _, e := range s.order {
+			if err := emit(s.row(e.pos)); err != nil {
 				return err
 			}
 		}
@@ -277,10 +307,10 @@ type memCursor struct {
 }
 
 func (m *memCursor) next() bool {
-	if m.i >= len(m.s.idx) {
+	if m.i >= len(m.s.order) {
 		return false
 	}
-	m.cur = m.s.row(m.s.idx[m.i])
+	m.cur = m.s.row(m.s.order[m.i].pos)
 	m.i++
 	return true
 }
