@@ -54,7 +54,7 @@ are sorted and spilled to the temporary directory ($TMPDIR), then merged.`,
 	fl.StringVar(&f.out, "out", "", "write the resolved rows to FILE (format from --format or the file's extension)")
 	fl.StringVar(&f.format, "format", "", "format of --out: parquet, csv (default: from the extension of --out)")
 	fl.StringVar(&f.jobName, "job", "", "the job that wrote DIR, for an output with no run record: "+strings.Join(job.Names(), ", "))
-	fl.StringVar(&f.maxMemory, "max-memory", "64MiB", "rows held in memory before sorted runs spill to disk, such as 64MiB or 1GB")
+	fl.StringVar(&f.maxMemory, "max-memory", "32MiB", "rows held in memory before sorted runs spill to disk, such as 64MiB or 1GB")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json")
 	return cmd
 }

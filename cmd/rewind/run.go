@@ -91,7 +91,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.resume, "resume", "", "continue run `RUN_ID` after its process died: same flags, same --output and --storage; without a value, the run recorded in --output")
 	fl.Lookup("resume").NoOptDefVal = resumeRecorded
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
-	fl.StringVar(&f.resolveMemory, "resolve-memory", "64MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
+	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
 	f.addJobFlags(fl)
 	return cmd
 }

@@ -59,6 +59,7 @@ func ResolveEach(dir string, layout Layout, opt ResolveOptions, emit func(row []
 	}
 	srt := newSorter(sh, opt.MemoryBudget, opt.TempDir)
 	defer srt.cleanup()
+	srt.expected = rowsBound(dir, entries, len(sh.cols))
 	var st Stats
 	for _, e := range entries {
 		name := e.Name()
@@ -161,4 +162,27 @@ func (g *grouper) end() error {
 	}
 	g.have = false
 	return g.emit(g.best)
+}
+
+// rowsBound bounds the rows the visible data files of dir can hold, from
+// their sizes: a sink's Parquet value takes 8 bytes (PLAIN), a CSV one at
+// least 2 (a digit and a separator). A foreign compressed Parquet file can
+// hold more; the bound only sizes a first allocation.
+func rowsBound(dir string, entries []os.DirEntry, ncols int) int64 {
+	var rows int64
+	for _, e := range entries {
+		if !isVisible(e.Name()) || e.IsDir() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // the read that follows reports it
+		}
+		per := int64(8 * ncols)
+		if f, _ := formatOfName(e.Name()); f == CSV {
+			per = int64(2 * ncols)
+		}
+		rows += fi.Size() / per
+	}
+	return rows
 }

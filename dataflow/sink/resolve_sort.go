@@ -15,14 +15,14 @@ import (
 
 // DefaultResolveBudget is the memory resolution holds rows in before it
 // spills a sorted run to disk, when ResolveOptions names none.
-const DefaultResolveBudget = 64 << 20
+const DefaultResolveBudget = 32 << 20
 
 // minRunRows keeps a tiny budget from spilling a file per row.
 const minRunRows = 16
 
 // mergeFanIn bounds the runs merged at once: each open run costs a read
 // buffer, so more runs than this are first merged into longer ones.
-var mergeFanIn = 64
+var mergeFanIn = 128
 
 // runBuffer is the read and write buffer of one spilled run.
 const runBuffer = 64 << 10
@@ -44,8 +44,11 @@ type sorter struct {
 	tempDir string // where runs go; "" = the system's
 	dir     string // this sorter's directory of runs, made at the first spill
 	runs    []string
-	spills  int // runs spilled from the buffer
-	made    int // run files made, for unique names
+	// expected is a bound on the rows to come, from the files' sizes:
+	// the buffer's first size.
+	expected int64
+	spills   int // runs spilled from the buffer
+	made     int // run files made, for unique names
 }
 
 func newSorter(sh *shape, budget int64, tempDir string) *sorter {
@@ -125,18 +128,27 @@ func (s *sorter) add(cols [][]int64) error {
 	return nil
 }
 
-// grow doubles the buffer up to its limit, never past it: append's own
-// growth would overshoot the budget.
+// grow makes room in the buffer: at first for the rows expected (one
+// allocation when the hint is right), then doubling, never past the limit:
+// append's own growth would overshoot the budget, and every step leaves
+// garbage the collector may not have returned when the next is made.
 func (s *sorter) grow() {
 	limit := s.maxRows * s.width
-	nb := make([]int64, len(s.buf), min(max(2*cap(s.buf), 1024*s.width), limit))
+	want := 2 * cap(s.buf)
+	if cap(s.buf) == 0 {
+		want = int(min(max(s.expected, 1024), int64(s.maxRows))) * s.width
+	}
+	nb := make([]int64, len(s.buf), min(max(want, 1024*s.width), limit))
 	copy(nb, s.buf)
 	s.buf = nb
 }
 
-// sortBuffer orders the buffered rows through idx.
+// sortBuffer orders the buffered rows in s.order.
 func (s *sorter) sortBuffer() {
 	n := len(s.buf) / s.width
+	if cap(s.order) < n {
+		s.order = make([]sortEntry, 0, n)
+	}
 	s.order = s.order[:0]
 	k0 := s.keyIdx[0]
 	for i := range n {
