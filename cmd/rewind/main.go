@@ -81,12 +81,13 @@ after a crash.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.AddCommand(newResolveCmd(stdout, stderr))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
 	benchCmd := newBenchCmd(stdout, stderr)
 	benchCmd.AddCommand(newBenchCompareCmd(stdout))
-	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd(), newResolveCmd(stdout, stderr))
+	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd())
 	return root
 }
 
