@@ -14,12 +14,12 @@ import (
 // and CSV in turn, shaped like an append sink's output after replays: few
 // keys, versions that repeat, exact copies (duplicates) and rows that
 // share key and version but differ (conflicts). It returns the rows in the
-// order Resolve reads them (file names sort as written).
-func replayedFiles(t *testing.T, r *rand.Rand, dir string, nfiles, rowsPerFile int) [][]int64 {
+// order Resolve reads them (file names sort as written), after all, the
+// rows of files written before.
+func replayedFiles(t *testing.T, r *rand.Rand, dir, prefix string, nfiles, rowsPerFile int, all [][]int64) [][]int64 {
 	t.Helper()
 	sh, err := newShape(testLayout())
 	must(t, err, "shape")
-	var all [][]int64
 	for f := range nfiles {
 		format := formats[f%len(formats)]
 		cols := make([][]int64, len(sh.cols))
@@ -38,7 +38,7 @@ func replayedFiles(t *testing.T, r *rand.Rand, dir string, nfiles, rowsPerFile i
 			}
 			all = append(all, row)
 		}
-		path := filepath.Join(dir, fmt.Sprintf("f%03d.%s", f, format))
+		path := filepath.Join(dir, fmt.Sprintf("%s%03d.%s", prefix, f, format))
 		out, err := os.Create(path)
 		must(t, err, "create")
 		must(t, encodeFile(format, sh, [][][]int64{cols})(out), "encode")
@@ -56,7 +56,13 @@ func TestResolveSpillsAgreeWithMemory(t *testing.T) {
 	r, _ := newRand(t)
 	layout := testLayout()
 	dir := t.TempDir()
-	rows := replayedFiles(t, r, dir, 7, 300)
+	// Several row groups per Parquet file, and a CSV file longer than
+	// the reader's chunk, so rows cross every boundary the readers have.
+	defer func(old int) { parquetRowGroup = old }(parquetRowGroup)
+	parquetRowGroup = 128
+	rows := replayedFiles(t, r, dir, "f", 6, 300, nil)
+	rows = replayedFiles(t, r, dir, "g", 1, 2*csvChunk+5, rows)
+	total := int64(len(rows))
 	want, wantSt := oracle(t, layout, rows)
 	if wantSt.DuplicateRows == 0 || wantSt.ConflictingRows == 0 {
 		t.Fatalf("the input has %d duplicates and %d conflicts; the test needs both", wantSt.DuplicateRows, wantSt.ConflictingRows)
@@ -69,8 +75,8 @@ func TestResolveSpillsAgreeWithMemory(t *testing.T) {
 		maxSpills int
 	}{
 		{"in memory", 0, mergeFanIn, 0, 0},
-		{"several runs", 40 * 300, mergeFanIn, 3, 20},
-		{"minimum runs, merged in rounds", 1, 4, 2100 / minRunRows, 2100 / minRunRows},
+		{"several runs", 64 * 1000, mergeFanIn, 3, 20},
+		{"minimum runs, merged in rounds", 1, 4, int((total - 1) / minRunRows), int((total - 1) / minRunRows)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,8 +94,8 @@ func TestResolveSpillsAgreeWithMemory(t *testing.T) {
 				t.Errorf("%d runs spilled, want %d..%d", st.SpilledRuns, c.minSpills, c.maxSpills)
 			}
 			if st.VisibleRows != wantSt.VisibleRows || st.ResolvedRows != wantSt.ResolvedRows ||
-				st.DuplicateRows != wantSt.DuplicateRows || st.ConflictingRows != wantSt.ConflictingRows || st.Files != 7 {
-				t.Errorf("stats %+v, in memory %+v over 7 files", st, wantSt)
+				st.DuplicateRows != wantSt.DuplicateRows || st.ConflictingRows != wantSt.ConflictingRows || st.Files != 7 || st.VisibleRows != total {
+				t.Errorf("stats %+v, in memory %+v over 7 files of %d rows", st, wantSt, total)
 			}
 			if !slices.IsSortedFunc(got.Rows, func(a, b []int64) int { return slices.Compare(a[:2], b[:2]) }) {
 				t.Errorf("resolved rows are not in write-key order")
@@ -109,7 +115,7 @@ func TestResolveSpillDamagedFile(t *testing.T) {
 	r, _ := newRand(t)
 	layout := testLayout()
 	dir := t.TempDir()
-	replayedFiles(t, r, dir, 4, 200)
+	replayedFiles(t, r, dir, "f", 4, 200, nil)
 	must(t, os.WriteFile(filepath.Join(dir, "z-torn.parquet"), []byte("PAR1 torn off"), 0o644), "write")
 	tmp := t.TempDir()
 	_, err := ResolveEach(dir, layout, ResolveOptions{MemoryBudget: 1, TempDir: tmp}, nil)
