@@ -174,7 +174,12 @@ func (s *appendSink) Commit(epoch int64) error {
 		s.aj.pending = append(slices.Clip(files), s.aj.pending...)
 		return err
 	}
-	s.aj.records = append(s.aj.records, r)
+	// Only this process's first Recover reads the records; once it has
+	// run, they are durable in the journal and kept here for nobody, and
+	// an endless run would hold one per file it ever wrote.
+	if !s.aj.checked {
+		s.aj.records = append(s.aj.records, r)
+	}
 	return nil
 }
 
