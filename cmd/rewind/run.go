@@ -53,6 +53,7 @@ type runFlags struct {
 	sinkThrottle                 float64
 	lostPieceRecovery            string
 	resume                       string
+	resolveMemory                string
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -90,6 +91,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.resume, "resume", "", "continue run `RUN_ID` after its process died: same flags, same --output and --storage; without a value, the run recorded in --output")
 	fl.Lookup("resume").NoOptDefVal = resumeRecorded
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
+	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
 	f.addJobFlags(fl)
 	return cmd
 }
@@ -192,6 +194,14 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if err := checkS3Endpoint(f.storage, f.s3); err != nil {
 		return cfg, nil, err
 	}
+	var resolveMemory int64
+	if f.resolveMemory != "" { // rewind run's only
+		b, err := parseSize("--resolve-memory", f.resolveMemory)
+		if err != nil {
+			return cfg, nil, err
+		}
+		resolveMemory = b
+	}
 	if f.output == "" {
 		return cfg, nil, usagef("invalid --output: must name a directory")
 	}
@@ -202,7 +212,8 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 		Job: f.job, Executor: f.executor,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
 		Seed: f.seed, DetectDelay: f.detectDelay, AcquireDelay: f.acquireDelay, SinkRowsPerSecond: f.sinkThrottle,
-		Params: job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
+		ResolveMemory: resolveMemory,
+		Params:        job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}
 	if exec != nil { // bench sets each contestant's
 		cfg.Options = f.options(exec)

@@ -263,11 +263,13 @@ func Finish(env *Env, s *report.Summary) error {
 	if err != nil {
 		return fmt.Errorf("finishing output: %w", err)
 	}
-	table, st, err := sink.Resolve(env.Config.Output, env.Job.Output)
+	// Counted without holding the output: the summary of an hour-long run
+	// must not need memory for every row it wrote.
+	st, err := sink.ResolveEach(env.Config.Output, env.Job.Output, sink.ResolveOptions{MemoryBudget: env.Config.ResolveMemory}, nil)
 	if err != nil {
 		return fmt.Errorf("reading back output: %w", err)
 	}
-	s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows = st.VisibleRows, int64(len(table.Rows)), st.DuplicateRows
+	s.VisibleRows, s.ResolvedRows, s.SinkDuplicateRows = st.VisibleRows, st.ResolvedRows, st.DuplicateRows
 	s.SinkConflictingRows = st.ConflictingRows
 	if st.ConflictingRows > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d visible rows share write key and _version with a different row: a replay merged its inputs in another order (expected for append after a crash; resolution keeps the greatest row)", st.ConflictingRows))

@@ -43,8 +43,12 @@ type Config struct {
 	// executor's writers together take at most this many rows a second,
 	// a destination slower than the engine; 0 = unthrottled.
 	SinkRowsPerSecond float64
-	Storage           string
-	S3Endpoint        string
+	// ResolveMemory bounds the rows Finish holds in memory while it
+	// counts the output (sink.ResolveOptions.MemoryBudget; 0 = the
+	// default); beyond it sorted runs spill to the temporary directory.
+	ResolveMemory int64
+	Storage       string
+	S3Endpoint    string
 	// StorageTimeout is how long one storage call may make no progress
 	// before it fails as unreachable (0 = storage.DefaultCallTimeout), and
 	// StorageOutageLimit how long a run waits for storage that stopped

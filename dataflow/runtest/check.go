@@ -49,6 +49,16 @@ func CheckOutput(t testing.TB, what string, o Outcome) {
 		t.Fatalf("%s: resolving reports %d duplicates and %d conflicting rows, counting visible files one by one finds %d and %d",
 			what, o.Stats.DuplicateRows, o.Stats.ConflictingRows, dups, conflicts)
 	}
+	// Resolved again under a budget small enough to spill, so the external
+	// sort is judged on every run's real output, not only on made-up rows.
+	spilled, err := sink.ResolveEach(o.Env.Config.Output, o.Env.Job.Output, sink.ResolveOptions{MemoryBudget: 64 << 10, TempDir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatalf("%s: resolving the output under a 64 KiB budget: %v", what, err)
+	}
+	if spilled.VisibleRows != o.Stats.VisibleRows || spilled.ResolvedRows != o.Stats.ResolvedRows ||
+		spilled.DuplicateRows != o.Stats.DuplicateRows || spilled.ConflictingRows != o.Stats.ConflictingRows {
+		t.Fatalf("%s: resolving under a 64 KiB budget (%d runs spilled) counts %+v, in memory %+v", what, spilled.SpilledRuns, spilled, o.Stats)
+	}
 	if o.Summary.LostRecords != 0 {
 		t.Fatalf("%s: %d records lost from a re-readable source", what, o.Summary.LostRecords)
 	}

@@ -207,6 +207,7 @@ func TestCheckOutput(t *testing.T) {
 		}, "transactional sink shows 1 conflicting rows"},
 		"resolve miscounts": {func(o *runtest.Outcome) { o.Stats.DuplicateRows, o.Summary.SinkDuplicateRows = 1, 1 }, "counting visible files one by one finds 2 and 1"},
 		"resolve conflicts": {func(o *runtest.Outcome) { o.Stats.ConflictingRows, o.Summary.SinkConflictingRows = 0, 0 }, "counting visible files one by one finds 2 and 1"},
+		"spilled disagrees": {func(o *runtest.Outcome) { o.Stats.ResolvedRows = 2 }, "resolving under a 64 KiB budget"},
 		"lost records":      {func(o *runtest.Outcome) { o.Summary.LostRecords = 4 }, "4 records lost"},
 		"late rows":         {func(o *runtest.Outcome) { o.Summary.LateRows = 2 }, "2 late rows, the oracle has 3"},
 	} {

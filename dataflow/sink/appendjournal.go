@@ -209,7 +209,12 @@ func (s *appendSink) Record(epoch int64) error {
 		s.aj.pending = append(files, s.aj.pending...)
 		return err
 	}
-	s.aj.records = append(s.aj.records, r)
+	// Only this process's first Recover reads the records; once it has
+	// run, they are durable in the journal and kept here for nobody, and
+	// an endless run would hold one per file it ever wrote.
+	if !s.aj.checked {
+		s.aj.records = append(s.aj.records, r)
+	}
 	return nil
 }
 

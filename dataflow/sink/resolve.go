@@ -1,39 +1,66 @@
 package sink
 
 import (
-	"encoding/csv"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-
-	"github.com/parquet-go/parquet-go"
-
-	"github.com/rewind-engine/rewind/dataflow/parquetio"
 )
+
+// ResolveOptions bound what resolution holds in memory.
+type ResolveOptions struct {
+	// MemoryBudget is about the bytes of rows resolution buffers before it
+	// sorts them and spills them to disk as a run (0 =
+	// DefaultResolveBudget). On top of it, resolution holds one Parquet row
+	// group at a time (at most parquetRowGroup rows in the sink's files)
+	// and a 64 KiB buffer per run it merges.
+	MemoryBudget int64
+	// TempDir is where the runs go ("" = the system's temporary directory).
+	// They are removed before resolution returns.
+	TempDir string
+}
 
 // Resolve reads every visible data file at the top level of dir, Parquet or
 // CSV by extension, checks that its columns are the layout's (in any
 // order), and resolves the rows: for each write key the row with the
-// greatest _version, with duplicates counted (see ResolveRows).
+// greatest _version, with duplicates counted as ResolveRows counts them.
+// The resolved table is held in memory: it is for tests and small outputs.
+// ResolveEach computes the same in bounded memory.
+func Resolve(dir string, layout Layout) (*Table, Stats, error) {
+	t := &Table{Columns: ColumnNames(layout.Schema)}
+	st, err := ResolveEach(dir, layout, ResolveOptions{}, func(row []int64) error {
+		t.Rows = append(t.Rows, slices.Clone(row))
+		return nil
+	})
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	return t, st, nil
+}
+
+// ResolveEach resolves dir as Resolve does, without holding the output in
+// memory: it sorts the visible rows by write key, _version and the order
+// they were read in, spilling sorted runs to disk under opt's budget, and
+// merges the runs in one pass that counts and resolves. emit, when not
+// nil, receives every resolved row in write-key order, its columns in
+// layout order; the slice is reused once emit returns.
 //
 // A visible entry that is not a .parquet or .csv file is an error rather
 // than skipped: a reader that ignores what it does not understand would
 // report a clean output that another reader disagrees with.
-func Resolve(dir string, layout Layout) (*Table, Stats, error) {
+func ResolveEach(dir string, layout Layout, opt ResolveOptions, emit func(row []int64) error) (Stats, error) {
 	sh, err := newShape(layout)
 	if err != nil {
-		return nil, Stats{}, err
+		return Stats{}, fmt.Errorf("resolving output %s: %w", dir, err)
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, Stats{}, fmt.Errorf("resolving output: %w", err)
+		return Stats{}, fmt.Errorf("resolving output: %w", err)
 	}
-	var rows [][]int64
-	files := 0
+	srt := newSorter(sh, opt.MemoryBudget, opt.TempDir)
+	defer srt.cleanup()
+	srt.expected = rowsBound(dir, entries, len(sh.cols))
+	var st Stats
 	for _, e := range entries {
 		name := e.Name()
 		if !isVisible(name) {
@@ -41,177 +68,121 @@ func Resolve(dir string, layout Layout) (*Table, Stats, error) {
 		}
 		path := filepath.Join(dir, name)
 		if e.IsDir() {
-			return nil, Stats{}, fmt.Errorf("resolving output: %s is a directory; visible entries must be data files (prefix the name with _ or . to hide it)", path)
+			return Stats{}, fmt.Errorf("resolving output: %s is a directory; visible entries must be data files (prefix the name with _ or . to hide it)", path)
 		}
 		format, ok := formatOfName(name)
 		if !ok {
-			return nil, Stats{}, fmt.Errorf("resolving output: %s has extension %q; visible files must be .parquet or .csv (prefix the name with _ or . to hide it)", path, filepath.Ext(name))
+			return Stats{}, fmt.Errorf("resolving output: %s has extension %q; visible files must be .parquet or .csv (prefix the name with _ or . to hide it)", path, filepath.Ext(name))
 		}
 		if format == Parquet {
-			rows, err = readParquet(path, sh, rows)
+			err = eachParquet(path, sh, srt.add)
 		} else {
-			rows, err = readCSV(path, sh, rows)
+			err = eachCSV(path, sh, srt.add)
 		}
 		if err != nil {
-			return nil, Stats{}, fmt.Errorf("resolving output: %w", err)
+			return Stats{}, fmt.Errorf("resolving output: %w", err)
 		}
-		files++
+		st.Files++
 	}
-	t, st, err := ResolveRows(layout, sh.cols, rows)
-	if err != nil {
-		return nil, Stats{}, fmt.Errorf("resolving output %s: %w", dir, err)
+	g := newGrouper(sh, emit)
+	if err := srt.each(g.add); err != nil {
+		return Stats{}, fmt.Errorf("resolving output %s: %w", dir, err)
 	}
-	st.Files = files
-	return t, st, nil
+	if err := g.end(); err != nil {
+		return Stats{}, err
+	}
+	st.VisibleRows, st.ResolvedRows = g.visible, g.resolved
+	st.DuplicateRows, st.ConflictingRows = g.dups, g.conflicts
+	st.SpilledRuns = srt.spills
+	return st, nil
 }
 
-// matchColumns maps a file's columns to the layout's: perm[i] is the layout
-// position of file column i. The sets must be equal.
-func matchColumns(path string, names []string, sh *shape) ([]int, error) {
-	mismatch := func() error {
-		return fmt.Errorf("%s has columns %v, want %v (in any order)", path, names, sh.cols)
-	}
-	if len(names) != len(sh.cols) {
-		return nil, mismatch()
-	}
-	perm := make([]int, len(names))
-	seen := make([]bool, len(sh.cols))
-	for i, n := range names {
-		j := slices.Index(sh.cols, n)
-		if j < 0 || seen[j] {
-			return nil, mismatch()
-		}
-		seen[j] = true
-		perm[i] = j
-	}
-	return perm, nil
+// grouper reads rows sorted by write key, _version and arrival, and counts
+// and resolves them as ResolveRows does: within one key and version the
+// first row read is the original, a later equal row a duplicate and a
+// later different row a conflict; the key's resolved row is its greatest
+// by (_version, columns in layout order).
+type grouper struct {
+	sh                                 *shape
+	ncols                              int
+	emit                               func([]int64) error
+	first                              []int64 // the first row read of the current key and version
+	best                               []int64 // the current key's greatest row so far
+	have                               bool
+	visible, resolved, dups, conflicts int64
 }
 
-// appendRows transposes column-wise values (in layout order) into rows.
-func appendRows(rows [][]int64, cols [][]int64) [][]int64 {
-	n := len(cols[0])
-	// One backing array for the chunk: a slice per row would be n allocations.
-	flat := make([]int64, n*len(cols))
-	for r := 0; r < n; r++ {
-		row := flat[r*len(cols) : (r+1)*len(cols) : (r+1)*len(cols)]
-		for c, col := range cols {
-			row[c] = col[r]
-		}
-		rows = append(rows, row)
-	}
-	return rows
+func newGrouper(sh *shape, emit func([]int64) error) *grouper {
+	n := len(sh.cols)
+	return &grouper{sh: sh, ncols: n, emit: emit, first: make([]int64, n), best: make([]int64, n)}
 }
 
-// readParquet appends the rows of a Parquet file to rows. Pages are read
-// column by column straight into int64 slices where parquet-go offers it.
-func readParquet(path string, sh *shape, rows [][]int64) ([][]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return rows, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return rows, fmt.Errorf("reading %s: %w", path, err)
-	}
-	pf, err := parquetio.OpenFile(f, fi.Size(), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
-	if err != nil {
-		return rows, fmt.Errorf("reading parquet file %s: %w", path, err)
-	}
-	fields := pf.Schema().Fields()
-	names := make([]string, len(fields))
-	for i, fd := range fields {
-		names[i] = fd.Name()
-	}
-	perm, err := matchColumns(path, names, sh)
-	if err != nil {
-		return rows, err
-	}
-	for _, fd := range fields {
-		switch {
-		case !fd.Leaf():
-			return rows, fmt.Errorf("%s: column %q is a group, want int64", path, fd.Name())
-		case fd.Repeated():
-			return rows, fmt.Errorf("%s: column %q is repeated, want a plain int64", path, fd.Name())
-		case !parquetio.IsInt64(fd.Type()):
-			return rows, fmt.Errorf("%s: column %q is %s, want int64", path, fd.Name(), fd.Type())
+func (g *grouper) sameKey(a, b []int64) bool {
+	for _, i := range g.sh.keyIdx {
+		if a[i] != b[i] {
+			return false
 		}
 	}
-	var generic []parquet.Value
-	for g, rg := range pf.RowGroups() {
-		n := rg.NumRows()
-		if n == 0 {
+	return true
+}
+
+// add takes the next row in order; its last value, the arrival, is ignored.
+func (g *grouper) add(withSeq []int64) error {
+	r := withSeq[:g.ncols]
+	ver := g.sh.verIdx
+	g.visible++
+	if !g.have || !g.sameKey(r, g.best) {
+		if err := g.end(); err != nil {
+			return err
+		}
+		copy(g.first, r)
+		copy(g.best, r)
+		g.have = true
+		g.resolved++
+		return nil
+	}
+	switch {
+	case r[ver] != g.first[ver]:
+		copy(g.first, r)
+	case slices.Equal(r, g.first):
+		g.dups++
+	default:
+		g.conflicts++
+	}
+	if r[ver] > g.best[ver] || (r[ver] == g.best[ver] && slices.Compare(r, g.best) > 0) {
+		copy(g.best, r)
+	}
+	return nil
+}
+
+// end emits the current key's resolved row, if there is one.
+func (g *grouper) end() error {
+	if !g.have || g.emit == nil {
+		return nil
+	}
+	g.have = false
+	return g.emit(g.best)
+}
+
+// rowsBound bounds the rows the visible data files of dir can hold, from
+// their sizes: a sink's Parquet value takes 8 bytes (PLAIN), a CSV one at
+// least 2 (a digit and a separator). A foreign compressed Parquet file can
+// hold more; the bound only sizes a first allocation.
+func rowsBound(dir string, entries []os.DirEntry, ncols int) int64 {
+	var rows int64
+	for _, e := range entries {
+		if !isVisible(e.Name()) || e.IsDir() {
 			continue
 		}
-		cols := make([][]int64, len(sh.cols))
-		for j, cc := range rg.ColumnChunks() {
-			// n is the file's claim: memory follows what the pages hold
-			// (a damaged footer must not ask for terabytes).
-			grown := make([]int64, 0, min(n, fi.Size()/8+1))
-			var vals []int64
-			vals, generic, err = parquetio.Int64ChunkGrow(cc, n, func(k int) []int64 {
-				if k > len(grown) {
-					grown = append(grown, make([]int64, k-len(grown))...)
-				}
-				return grown
-			}, generic)
-			if err != nil {
-				return rows, fmt.Errorf("%s: row group %d column %q: %w", path, g, names[j], err)
-			}
-			cols[perm[j]] = vals
-		}
-		rows = appendRows(rows, cols)
-	}
-	return rows, nil
-}
-
-// readCSV appends the rows of a CSV file with a header line to rows.
-func readCSV(path string, sh *shape, rows [][]int64) ([][]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return rows, err
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.ReuseRecord = true
-	header, err := r.Read()
-	if errors.Is(err, io.EOF) {
-		return rows, fmt.Errorf("csv file %s is empty: it needs a header line", path)
-	}
-	if err != nil {
-		return rows, fmt.Errorf("reading csv file %s: %w", path, err)
-	}
-	header = slices.Clone(header) // ReuseRecord recycles the slice on the next Read
-	perm, err := matchColumns(path, header, sh)
-	if err != nil {
-		return rows, err
-	}
-	ncols := len(sh.cols)
-	const chunk = 4096
-	flat := make([]int64, 0, chunk*ncols)
-	for {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return rows, nil
-		}
+		fi, err := e.Info()
 		if err != nil {
-			// csv.ParseError names the line; FieldsPerRecord (fixed by the
-			// header) catches rows with the wrong number of fields.
-			return rows, fmt.Errorf("reading csv file %s: %w", path, err)
+			continue // the read that follows reports it
 		}
-		if len(flat)+ncols > cap(flat) {
-			flat = make([]int64, 0, chunk*ncols)
+		per := int64(8 * ncols)
+		if f, _ := formatOfName(e.Name()); f == CSV {
+			per = int64(2 * ncols)
 		}
-		row := flat[len(flat) : len(flat)+ncols : len(flat)+ncols]
-		flat = flat[:len(flat)+ncols]
-		for i, s := range rec {
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				line, _ := r.FieldPos(i)
-				return rows, fmt.Errorf("csv file %s line %d column %q: %w", path, line, header[i], err)
-			}
-			row[perm[i]] = v
-		}
-		rows = append(rows, row)
+		rows += fi.Size() / per
 	}
+	return rows
 }

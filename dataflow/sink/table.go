@@ -22,6 +22,8 @@ type Table struct {
 type Stats struct {
 	Files       int   // visible data files read
 	VisibleRows int64 // rows in visible files
+	// ResolvedRows counts the write keys: the rows left after resolving.
+	ResolvedRows int64
 	// DuplicateRows counts the extra copies: a visible row equal to another
 	// visible row (same write key, same _version, same values) counts once
 	// for every copy beyond the first.
@@ -33,6 +35,9 @@ type Stats struct {
 	// resolution keeps the greatest row so the outcome does not depend on
 	// file order, and the summary reports them.
 	ConflictingRows int64
+	// SpilledRuns counts the sorted runs resolution wrote to disk because
+	// the rows did not fit its memory budget (0: sorted in memory).
+	SpilledRuns int
 }
 
 // ResolveRows keeps, for each write key, the row with the greatest _version
@@ -81,6 +86,7 @@ func ResolveRows(layout Layout, cols []string, rows [][]int64) (*Table, Stats, e
 		t.Rows = append(t.Rows, r)
 	}
 	t.sort(keyIdx, ver)
+	st.ResolvedRows = int64(len(t.Rows))
 	return t, st, nil
 }
 
