@@ -70,7 +70,9 @@ func (s *appendSink) Adopt(epoch int64, receipt []byte) error {
 	}
 	for _, f := range r.Files {
 		// A redone commit in the process that flushed the file finds it
-		// noted already.
+		// noted already, unless its record was written after this
+		// process's Recover (records are not kept then): it is listed
+		// again, which checks the same file twice on a resume, no more.
 		if s.aj.listed(f.File) {
 			continue
 		}
