@@ -135,6 +135,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	n := c.cur.Batch
 	p := &c.pending
 	p.idx, p.version, p.full, p.written, p.rows, p.bytes, p.changedState = c.idx, c.stateVersion, false, 0, 0, 0, false
+	p.changedRows, p.deltaBytes = 0, c.deltaBytes
 	var snaps []*stageSnap
 	var mu sync.Mutex
 	var jobs []func() error
@@ -144,7 +145,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		}
 		for _, w := range c.workers {
 			jobs = append(jobs, func() error {
-				s, err := w.takeSnapshot(si)
+				s, err := w.takeSnapshot(si, c.alloc)
 				if err != nil {
 					return fmt.Errorf("snapshot of stage %s subtask %d: %w", c.topo.stages[si].ID, w.id, err)
 				}
@@ -166,9 +167,10 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	}
 	changed := false
 	for _, s := range snaps {
-		changed = changed || len(s.changed) > 0 || len(s.deleted) > 0
+		changed = changed || len(s.changes) > 0 || len(s.deleted) > 0
 		p.rows += s.rows
 		p.bytes += s.bytes
+		p.changedRows += s.changedRows
 	}
 	if !changed {
 		if err := c.point(PointStateMidWrite); err != nil {
@@ -177,11 +179,15 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		c.steps.state = time.Since(t0)
 		return StateCommitted{Now: time.Now()}, nil
 	}
-	full := c.lastFull < 0 || n-c.lastFull >= int64(c.opts.fullEvery)
+	// A full snapshot once the deltas since the last one add up to the
+	// state's size: the bytes written stay within about twice the changes,
+	// and a restore reads at most about twice the state. The version count
+	// is a backstop for many tiny deltas, each one more object to read.
+	full := c.lastFull < 0 || c.deltaBytes >= p.bytes || n-c.lastFull >= int64(c.opts.fullEvery)
 	idx := c.idx.clone()
 	if full {
 		for id := range idx {
-			idx[id] = &[keygroup.Count]string{}
+			idx[id] = &[keygroup.Count][]string{}
 		}
 	}
 	type write struct {
@@ -190,14 +196,18 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	}
 	var writes []write
 	// Encode every subtask's key groups in parallel.
-	blobs := make([][]byte, len(snaps))
-	kgss := make([][]int, len(snaps))
+	type encoded struct {
+		blob          []byte
+		whole, edited []int
+	}
+	enc := make([]encoded, len(snaps))
 	encs := make([]func() error, len(snaps))
 	for i, s := range snaps {
 		encs[i] = func() error {
 			id := c.topo.stages[s.si].ID
+			e := &enc[i]
 			var err error
-			if blobs[i], kgss[i], err = s.encode(id, full); err != nil {
+			if e.blob, e.whole, e.edited, err = s.encode(id, full); err != nil {
 				return fmt.Errorf("encoding state of stage %s subtask %d: %w", id, s.worker.id, err)
 			}
 			return nil
@@ -206,26 +216,36 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	if err := runAll(encs); err != nil {
 		return nil, err
 	}
+	var deltas int64
 	for i, s := range snaps {
 		id := c.topo.stages[s.si].ID
-		blob, kgs := blobs[i], kgss[i]
+		e := enc[i]
 		a := idx[id]
 		if !full {
 			for _, kg := range s.deleted {
-				a[kg] = ""
+				a[kg] = nil
 			}
 		}
-		if blob != nil {
+		if e.blob != nil {
 			name := stateObjectName(n, id, s.worker.id)
-			writes = append(writes, write{name, blob})
-			for _, kg := range kgs {
-				a[kg] = name
+			writes = append(writes, write{name, e.blob})
+			for _, kg := range e.whole {
+				a[kg] = []string{name}
 			}
-			p.written += int64(len(blob))
+			for _, kg := range e.edited {
+				a[kg] = append(slices.Clip(a[kg]), name)
+			}
+			p.written += int64(len(e.blob))
+			deltas += int64(len(e.blob))
 		}
-		s.worker.fps[s.si] = s.fps
+		s.keepAsBase()
 	}
-	man, err := encodeEntry(idx.toManifest(n, full))
+	if full {
+		p.deltaBytes = 0
+	} else {
+		p.deltaBytes += deltas
+	}
+	man, err := encodeEntry(idx.toManifest(n, full, p.deltaBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +362,9 @@ func (c *coordinator) committedBatch(took time.Duration) {
 	}
 	c.tracker, c.wm = c.cur.Tracker, c.cur.Watermark
 	c.idx, c.stateVersion = p.idx, p.version
+	if p.changedState {
+		c.deltaBytes = p.deltaBytes
+	}
 	if p.full {
 		c.lastFull = n
 	}

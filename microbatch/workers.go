@@ -34,7 +34,8 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		w = &worker{id: id, stop: make(chan struct{})}
 	}
 	w.ops = make([]operator.Operator, len(c.topo.stages))
-	w.fps = make([][keygroup.Count]uint64, len(c.topo.stages))
+	w.releaseBase()
+	w.base = make([][keygroup.Count]arrow.RecordBatch, len(c.topo.stages))
 	fail := func(err error) (*worker, error) {
 		if keep == nil {
 			w.teardown()
@@ -78,12 +79,11 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		if err := op.Flush(failEmit); err != nil {
 			return fail(err)
 		}
-		snap, err := w.takeSnapshot(si)
+		snap, err := w.takeSnapshot(si, c.alloc)
 		if err != nil {
 			return fail(err)
 		}
-		w.fps[si] = snap.fps
-		snap.release()
+		snap.keepAsBase()
 	}
 	if c.env.Job.UsesEventTime {
 		for si, op := range w.ops {
