@@ -183,7 +183,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	// state's size: the bytes written stay within about twice the changes,
 	// and a restore reads at most about twice the state. The version count
 	// is a backstop for many tiny deltas, each one more object to read.
-	full := c.lastFull < 0 || c.deltaBytes >= p.bytes || n-c.lastFull >= int64(c.opts.fullEvery)
+	full := c.lastFull < 0 || c.deltaBytes >= p.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-c.lastFull >= int64(c.opts.fullEvery)
 	idx := c.idx.clone()
 	if full {
 		for id := range idx {
@@ -400,7 +400,7 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 	c.met.batchCommitted(batchReport{
 		batch: n, rerun: c.curRerun, planStart: c.planStart, inputRows: c.curRows, rowsOut: c.curOut, lateRows: c.curLate,
 		steps: c.steps, total: time.Since(c.planStart), stateRows: c.pending.rows, stateBytes: c.pending.bytes,
-		stateWritten: c.pending.written, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
+		stateWritten: c.pending.written, stateChanged: c.pending.changedRows, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
 		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped, plannedAhead: c.curAhead,
 	}, now)
 	for _, w := range c.workers {
