@@ -207,7 +207,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 			id := c.topo.stages[s.si].ID
 			e := &enc[i]
 			var err error
-			if e.blob, e.whole, e.edited, err = s.encode(id, full); err != nil {
+			if e.blob, e.whole, e.edited, err = s.encode(stateObjectName(n, id, s.worker.id), full); err != nil {
 				return fmt.Errorf("encoding state of stage %s subtask %d: %w", id, s.worker.id, err)
 			}
 			return nil

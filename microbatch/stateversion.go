@@ -160,7 +160,11 @@ func equalRows(a, b arrow.RecordBatch, uniform int) bool {
 // encode encodes the changed key groups (every present one, whole, when
 // full) into one delta object and returns it with the groups it holds
 // whole and as edits.
-func (s *stageSnap) encode(stage string, full bool) (blob []byte, whole, edited []int, err error) {
+//
+// The object's name is its operator id: a load checks it, so an intact
+// object under another name (of another version or subtask) is refused
+// instead of rebuilding a wrong state.
+func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited []int, err error) {
 	var parts []operator.KeyGroupState
 	var edits []state.Edit
 	if full {
@@ -188,7 +192,7 @@ func (s *stageSnap) encode(stage string, full bool) (blob []byte, whole, edited 
 		return nil, nil, nil, nil
 	}
 	var buf bytes.Buffer
-	if err := state.EncodeDelta(&buf, fmt.Sprintf("%s/s%d", stage, s.worker.id), parts, edits); err != nil {
+	if err := state.EncodeDelta(&buf, name, parts, edits); err != nil {
 		return nil, nil, nil, err
 	}
 	return buf.Bytes(), whole, edited, nil
@@ -290,9 +294,13 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 				if err != nil {
 					return err
 				}
-				_, parts, edits, err := state.DecodeDelta(data, alloc)
+				id, parts, edits, err := state.DecodeDelta(data, alloc)
 				if err != nil {
 					return fmt.Errorf("state object %s: %w", obj, err)
+				}
+				if id != obj {
+					operator.ReleaseStates(parts)
+					return fmt.Errorf("state object %s holds the state written as %s", obj, id)
 				}
 				d := &decoded{parts: map[int]arrow.RecordBatch{}, edits: edits, all: parts}
 				for _, p := range parts {
