@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -196,6 +198,54 @@ func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited [
 		return nil, nil, nil, err
 	}
 	return buf.Bytes(), whole, edited, nil
+}
+
+// fingerprints hashes each key group's state (0 = empty group), without
+// the watermark column. The state versions no longer need it (they compare
+// rows); it is for callers that compare two snapshots of one subtask.
+func (s *stageSnap) fingerprints() [keygroup.Count]uint64 {
+	var out [keygroup.Count]uint64
+	for _, p := range s.parts {
+		out[p.KeyGroup] = fingerprint(p.Batch)
+	}
+	return out
+}
+
+var fpSeed = maphash.MakeSeed()
+
+// fingerprint hashes the content of one key group's state; never 0.
+func fingerprint(b arrow.RecordBatch) uint64 {
+	var h maphash.Hash
+	h.SetSeed(fpSeed)
+	var n [8]byte
+	rows := b.NumRows()
+	for i := range n {
+		n[i] = byte(rows >> (8 * i))
+	}
+	_, _ = h.Write(n[:])
+	for c := 0; c < int(b.NumCols()); c++ {
+		if b.ColumnName(c) == watermarkColumn {
+			continue
+		}
+		_, _ = h.WriteString(b.ColumnName(c))
+		col := b.Column(c)
+		a, ok := col.(*array.Int64)
+		if !ok || a.NullN() > 0 {
+			// Not a plain int64 column: hash its buffers as stored. Equal
+			// content may then hash differently, which only costs a write.
+			for _, buf := range col.Data().Buffers() {
+				if buf != nil {
+					_, _ = h.Write(buf.Bytes())
+				}
+			}
+			continue
+		}
+		vals := a.Int64Values()
+		if len(vals) > 0 {
+			_, _ = h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), len(vals)*8))
+		}
+	}
+	return h.Sum64() | 1
 }
 
 // keepAsBase makes the snapshot the worker's base for the next version.
