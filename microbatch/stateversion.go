@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -374,26 +376,51 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	// Rebuild the groups in parallel: applying a chain's edits is a copy
+	// of the group per edit, and groups are independent.
 	out := loadedState{}
+	type job struct {
+		stage string
+		kg    int
+		chain []string
+	}
+	var jobs []job
 	for stage, a := range idx {
 		out[stage] = &[keygroup.Count]operator.KeyGroupState{}
 		for kg, chain := range a {
-			if len(chain) == 0 || !need(stage, kg) {
-				continue
+			if len(chain) > 0 && need(stage, kg) {
+				jobs = append(jobs, job{stage, kg, chain})
 			}
-			b, err := rebuildGroup(stage, kg, chain, func(o string) (arrow.RecordBatch, *state.Edit) {
-				d := got[o]
-				e, ok := d.edits[kg]
-				if !ok {
-					return d.parts[kg], nil
+		}
+	}
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				j := jobs[i]
+				b, err := rebuildGroup(j.stage, j.kg, j.chain, func(o string) (arrow.RecordBatch, *state.Edit) {
+					d := got[o]
+					e, ok := d.edits[j.kg]
+					if !ok {
+						return d.parts[j.kg], nil
+					}
+					return d.parts[j.kg], &e
+				}, alloc)
+				errs[i] = err
+				if err == nil {
+					out[j.stage][j.kg] = operator.KeyGroupState{KeyGroup: j.kg, Batch: b}
 				}
-				return d.parts[kg], &e
-			}, alloc)
-			if err != nil {
-				out.release()
-				return nil, err
 			}
-			out[stage][kg] = operator.KeyGroupState{KeyGroup: kg, Batch: b}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			out.release()
+			return nil, err
 		}
 	}
 	return out, nil
