@@ -207,3 +207,39 @@ func TestFingerprintsIgnoreTheWatermark(t *testing.T) {
 		t.Fatalf("fingerprints %x %x %x: want equal but for the watermark, different for a value, 0 for an empty group", a[5], b[5], c[5])
 	}
 }
+
+// TestChainAcrossARestore: edits written after a restore apply to the
+// state as storage rebuilds it, so a chain that spans a restore rebuilds
+// whole: a run resumed twice resumes the second time from its newest
+// committed batch, with no fallback, and ends equal to the oracle.
+func TestChainAcrossARestore(t *testing.T) {
+	const crashAt = 8
+	storageURL, output, inputs := dtFirst(t, sink.Idempotent, fault.Spec{Worker: -1, Point: PointAfterSink, Occurrence: crashAt + 1})
+	second := &scenario{job: "keyed-count", inputs: inputs, storage: storageURL, output: output, mode: sink.Idempotent,
+		parallelism: 2, opts: dtOpts(), resumed: true, fails: []fault.Spec{{Worker: -1, Point: PointAfterSink, Occurrence: crashAt + 1}}}
+	second.opts.hooks.noRestart = true
+	if o := second.execute(t); o.err == nil {
+		t.Fatal("second process: want the injected crash to end it")
+	}
+	st, err := storage.Open(context.Background(), storageURL, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := listRun(t, storageURL, "keyed-count", dtRunID)
+	last := newest(l)
+	if last < 2*crashAt-2 {
+		t.Fatalf("after two crashes: newest commit %d, want at least %d", last, 2*crashAt-2)
+	}
+	checkChains(t, st, runPrefix("keyed-count", dtRunID), l, crashAt+2) // spans the first restore
+	third := &scenario{job: "keyed-count", inputs: inputs, storage: storageURL, output: output, mode: sink.Idempotent,
+		parallelism: 2, opts: dtOpts(), resumed: true}
+	o := third.execute(t)
+	o.check(t, "resumed twice")
+	if note := fallbackNote(o.summary); note != "" {
+		t.Fatalf("the second resume fell back: %s", note)
+	}
+	if from := o.summary.ResumedFrom; from == nil || from.ID == nil || *from.ID != last {
+		t.Fatalf("resumed from %+v, want the newest committed batch %d", o.summary.ResumedFrom, last)
+	}
+}
