@@ -68,6 +68,7 @@ type coordinator struct {
 	stateVersion int64
 	idx          stateIndex
 	lastFull     int64
+	deltaBytes   int64 // written by the deltas since lastFull
 	cacheMu      sync.Mutex
 	commitVer    map[int64]int64 // batch -> state version (retention)
 	manifestMin  map[int64]int64 // state version -> oldest object version it refers to
@@ -99,6 +100,8 @@ type coordinator struct {
 		full         bool
 		written      int64
 		rows, bytes  int64
+		changedRows  int64 // new or changed entries
+		deltaBytes   int64 // c.deltaBytes once this version is committed
 		changedState bool
 	}
 

@@ -56,7 +56,9 @@ type committedPoint struct {
 	idx    stateIndex
 	full   bool
 	minObj int64
-	ls     loadedState
+	// deltaBytes is what the deltas since the last full snapshot add up to.
+	deltaBytes int64
+	ls         loadedState
 }
 
 // stopsFallback reports whether err says nothing about the objects read:
@@ -85,13 +87,15 @@ func (c *coordinator) loadCommitted(ctx context.Context, n int64) (*committedPoi
 	p := &committedPoint{batch: n, ce: ce, oe: oe, idx: stateIndex{}, minObj: -1}
 	for si, st := range c.topo.stateful {
 		if st {
-			p.idx[c.topo.stages[si].ID] = &[keygroup.Count]string{}
+			p.idx[c.topo.stages[si].ID] = &[keygroup.Count][]string{}
 		}
 	}
 	if ce.StateVersion >= 0 {
-		if p.idx, p.full, p.minObj, err = c.readManifest(ctx, ce.StateVersion); err != nil {
+		var me *manifestEntry
+		if p.idx, me, p.minObj, err = c.readManifest(ctx, ce.StateVersion); err != nil {
 			return nil, err
 		}
+		p.full, p.deltaBytes = me.Full, me.DeltaBytes
 	}
 	if p.ls, err = loadState(ctx, c.store, c.prefix, p.idx, func(string, int) bool { return true }, c.alloc); err != nil {
 		return nil, fmt.Errorf("restoring state version %d: %w", ce.StateVersion, err)

@@ -48,7 +48,10 @@ type fbRun struct {
 }
 
 func (r fbRun) opts() Options {
-	return Options{MaxBatchRecords: fbBatch, RunID: fbRunID, RetainedBatches: cmpOr(r.retained, 30), FullSnapshotEvery: cmpOr(r.fullEvery, 100)}
+	o := Options{MaxBatchRecords: fbBatch, RunID: fbRunID, RetainedBatches: cmpOr(r.retained, 30), FullSnapshotEvery: cmpOr(r.fullEvery, 100)}
+	// Long delta chains: the damage in their middle is what is tested.
+	o.hooks.fullAfterDeltas = 1000
+	return o
 }
 
 func cmpOr(a, b int) int {

@@ -3,6 +3,7 @@ package microbatch
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,10 +21,11 @@ import (
 //
 //	offsets/<N>                 the write-ahead entry of batch N (JSON)
 //	commits/<N>                 the commit entry of batch N (JSON)
-//	state/<N>-manifest          state version N: which object holds each
-//	                            (stage, key group) (JSON); written last
+//	state/<N>-manifest          state version N: the objects each (stage,
+//	                            key group) is rebuilt from (JSON)
 //	state/<N>-op-<stage>-s<i>   key-group states of one stage subtask that
-//	                            changed in version N (package state blob)
+//	                            changed in version N, whole or as edits
+//	                            (package state delta object)
 //
 // <N> is the batch id as 20 zero-padded digits, so names sort by batch.
 
@@ -139,24 +141,36 @@ type stateRef struct {
 	KeyGroups []int  `json:"key_groups"`
 }
 
-// manifestEntry is state/<V>-manifest: for every stateful stage, where the
-// state of each non-empty key group is. Key groups missing are empty.
+// manifestEntry is state/<V>-manifest: for every stateful stage, the
+// objects each non-empty key group is rebuilt from. A key group is listed
+// in every object of its chain: the one holding it whole, then those
+// holding an edit of it; the chain's order is the objects' version order.
+// Key groups missing are empty. DeltaBytes is what the deltas written
+// since the last full snapshot add up to, so that a restarted run knows
+// when the next full snapshot is due.
 type manifestEntry struct {
-	Format  int                   `json:"format"`
-	Version int64                 `json:"version"`
-	Full    bool                  `json:"full"`
-	Stages  map[string][]stateRef `json:"stages"`
+	Format     int                   `json:"format"`
+	Version    int64                 `json:"version"`
+	Full       bool                  `json:"full"`
+	DeltaBytes int64                 `json:"delta_bytes"`
+	Stages     map[string][]stateRef `json:"stages"`
 }
 
-// stateIndex is the in-memory form of a manifest: the object holding each
-// key group of each stateful stage ("" = empty group).
-type stateIndex map[string]*[keygroup.Count]string
+// manifestFormat is the format of manifests, which gained chains in 2.
+const manifestFormat = 2
+
+// stateIndex is the in-memory form of a manifest: the chain of objects of
+// each key group of each stateful stage, oldest first (nil = empty group).
+type stateIndex map[string]*[keygroup.Count][]string
 
 func (x stateIndex) clone() stateIndex {
 	out := make(stateIndex, len(x))
 	for s, a := range x {
-		c := *a
-		out[s] = &c
+		c := &[keygroup.Count][]string{}
+		for kg, chain := range a {
+			c[kg] = slices.Clone(chain)
+		}
+		out[s] = c
 	}
 	return out
 }
@@ -165,8 +179,8 @@ func (x stateIndex) clone() stateIndex {
 func (x stateIndex) objects() map[string]bool {
 	out := map[string]bool{}
 	for _, a := range x {
-		for _, o := range a {
-			if o != "" {
+		for _, chain := range a {
+			for _, o := range chain {
 				out[o] = true
 			}
 		}
@@ -174,12 +188,12 @@ func (x stateIndex) objects() map[string]bool {
 	return out
 }
 
-func (x stateIndex) toManifest(v int64, full bool) manifestEntry {
-	m := manifestEntry{Format: formatVersion, Version: v, Full: full, Stages: map[string][]stateRef{}}
+func (x stateIndex) toManifest(v int64, full bool, deltaBytes int64) manifestEntry {
+	m := manifestEntry{Format: manifestFormat, Version: v, Full: full, DeltaBytes: deltaBytes, Stages: map[string][]stateRef{}}
 	for stage, a := range x {
 		byObj := map[string][]int{}
-		for kg, o := range a {
-			if o != "" {
+		for kg, chain := range a {
+			for _, o := range chain {
 				byObj[o] = append(byObj[o], kg)
 			}
 		}
@@ -196,16 +210,38 @@ func (x stateIndex) toManifest(v int64, full bool) manifestEntry {
 func (m *manifestEntry) index(prefixCheck func(string) error) (stateIndex, error) {
 	x := stateIndex{}
 	for stage, refs := range m.Stages {
-		a := &[keygroup.Count]string{}
+		a := &[keygroup.Count][]string{}
+		seen := map[string]bool{}
 		for _, r := range refs {
 			if err := prefixCheck(r.Object); err != nil {
 				return nil, err
 			}
+			if seen[r.Object] {
+				return nil, fmt.Errorf("manifest %d: stage %s: object %s listed twice", m.Version, stage, r.Object)
+			}
+			seen[r.Object] = true
 			for _, kg := range r.KeyGroups {
-				if kg < 0 || kg >= keygroup.Count || a[kg] != "" {
+				if kg < 0 || kg >= keygroup.Count || slices.Contains(a[kg], r.Object) {
 					return nil, fmt.Errorf("manifest %d: stage %s: key group %d out of range or listed twice", m.Version, stage, kg)
 				}
-				a[kg] = r.Object
+				a[kg] = append(a[kg], r.Object)
+			}
+		}
+		for kg, chain := range a {
+			// Names sort by version; one version holds a key group once.
+			slices.Sort(chain)
+			for i := 1; i < len(chain); i++ {
+				v0, _ := parseID(chain[i-1][len(dirState):])
+				v1, _ := parseID(chain[i][len(dirState):])
+				if v0 == v1 {
+					return nil, fmt.Errorf("manifest %d: stage %s: key group %d is in two objects of version %d", m.Version, stage, kg, v0)
+				}
+			}
+			if len(chain) == 0 {
+				continue
+			}
+			if n, _ := parseID(chain[len(chain)-1][len(dirState):]); n > m.Version {
+				return nil, fmt.Errorf("manifest %d: stage %s: key group %d is in %s, newer than the manifest", m.Version, stage, kg, chain[len(chain)-1])
 			}
 		}
 		x[stage] = a
@@ -252,8 +288,8 @@ func decodeManifest(data []byte) (*manifestEntry, error) {
 	if err := json.Unmarshal(data, &e); err != nil {
 		return nil, fmt.Errorf("decoding state manifest: %w", err)
 	}
-	if e.Format != formatVersion {
-		return nil, fmt.Errorf("state manifest has format %d, this build reads %d", e.Format, formatVersion)
+	if e.Format != manifestFormat {
+		return nil, fmt.Errorf("state manifest has format %d, this build reads %d", e.Format, manifestFormat)
 	}
 	return &e, nil
 }

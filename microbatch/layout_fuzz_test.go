@@ -2,6 +2,7 @@ package microbatch
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,8 +19,11 @@ func FuzzDecodeEntries(f *testing.F) {
 			Ranges:          []partRange{{Input: "in", Partition: "p0", Start: 10, End: 20}, {Input: "in", Partition: "p1", Start: 0, End: 3}},
 			WatermarkBefore: -1, Watermark: 15, Tracker: eventtime.State{MaxTS: []int64{19, 2}, Done: []bool{false, true}}},
 		commitEntry{Format: formatVersion, Batch: 7, StateVersion: 5, InputRows: 13, CommittedUnixNano: 1},
-		manifestEntry{Format: formatVersion, Version: 5, Full: true, Stages: map[string][]stateRef{
+		manifestEntry{Format: manifestFormat, Version: 5, Full: true, Stages: map[string][]stateRef{
 			"count": {{Object: stateObjectName(4, "count", 0), KeyGroups: []int{0, 3}}, {Object: stateObjectName(5, "count", 1), KeyGroups: []int{127}}}}},
+		// A chain: key group 3 whole in version 4, edited in version 5.
+		manifestEntry{Format: manifestFormat, Version: 5, DeltaBytes: 99, Stages: map[string][]stateRef{
+			"count": {{Object: stateObjectName(4, "count", 0), KeyGroups: []int{0, 3}}, {Object: stateObjectName(5, "count", 0), KeyGroups: []int{3}}}}},
 	} {
 		b, err := encodeEntry(v)
 		if err != nil {
@@ -53,7 +57,7 @@ func FuzzDecodeEntries(f *testing.F) {
 		if err != nil {
 			return
 		}
-		rebuilt := idx.toManifest(m.Version, m.Full)
+		rebuilt := idx.toManifest(m.Version, m.Full, m.DeltaBytes)
 		idx2, err := rebuilt.index(checkStateObjectName)
 		if err != nil {
 			t.Fatalf("manifest rebuilt from an accepted index is refused: %v", err)
@@ -62,8 +66,14 @@ func FuzzDecodeEntries(f *testing.F) {
 			t.Fatalf("index has %d stages, rebuilt %d", len(idx), len(idx2))
 		}
 		for stage, a := range idx {
-			if b := idx2[stage]; b == nil || *a != *b {
-				t.Fatalf("stage %s differs after rebuilding the manifest", stage)
+			b := idx2[stage]
+			if b == nil {
+				t.Fatalf("stage %s missing after rebuilding the manifest", stage)
+			}
+			for kg := range a {
+				if !slices.Equal(a[kg], b[kg]) {
+					t.Fatalf("stage %s key group %d: chain %v, rebuilt %v", stage, kg, a[kg], b[kg])
+				}
 			}
 		}
 	})

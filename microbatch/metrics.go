@@ -40,6 +40,7 @@ type metrics struct {
 	stateRows       int64
 	stateBytes      int64
 	stateWritten    int64
+	stateChanged    int64
 	fullSnapshots   int
 	lastPlanStart   time.Time
 	// pieces are the lost-piece figures, under pieceRecovery, the
@@ -255,6 +256,7 @@ type batchReport struct {
 	stateRows    int64
 	stateBytes   int64
 	stateWritten int64
+	stateChanged int64 // new or changed state entries
 	stateVersion int64
 	full         bool
 	watermark    *int64
@@ -282,6 +284,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 	m.steps.publish += b.steps.publish
 	m.stateRows, m.stateBytes = b.stateRows, b.stateBytes
 	m.stateWritten += b.stateWritten
+	m.stateChanged += b.stateChanged
 	if b.full {
 		m.fullSnapshots++
 	}
@@ -341,6 +344,7 @@ func (m *metrics) batchCommitted(b batchReport, now time.Time) {
 		"state_rows":          b.stateRows,
 		"state_bytes":         b.stateBytes,
 		"state_written_bytes": b.stateWritten,
+		"state_changed_rows":  b.stateChanged,
 		"state_version":       b.stateVersion,
 		"full_snapshot":       b.full,
 		"watermark":           b.watermark,
@@ -379,7 +383,15 @@ func (m *metrics) summary() *report.Summary {
 			s.Notes = append(s.Notes, fmt.Sprintf("microbatch: latency split p50/p99/max ms: hand-over to plan %.1f/%.1f/%.1f, plan to visible %.1f/%.1f/%.1f",
 				w.P50, w.P99, w.Max, k.P50, k.P99, k.Max))
 		}
-		s.Notes = append(s.Notes, fmt.Sprintf("microbatch: state %d rows, %d bytes in memory; %d bytes of state objects written", m.stateRows, m.stateBytes, m.stateWritten))
+		note := fmt.Sprintf("microbatch: state %d rows, %d bytes in memory; %d bytes of state objects written", m.stateRows, m.stateBytes, m.stateWritten)
+		if m.stateChanged > 0 && m.stateRows > 0 {
+			// The write amplification against the changes: bytes written
+			// per changed entry, over an entry's size in memory.
+			entry := float64(m.stateBytes) / float64(m.stateRows)
+			per := float64(m.stateWritten) / float64(m.stateChanged)
+			note += fmt.Sprintf(" for %d changed entries (%.1f bytes each, %.2fx an entry's %.1f bytes in memory)", m.stateChanged, per, per/entry, entry)
+		}
+		s.Notes = append(s.Notes, note)
 	}
 	return s
 }

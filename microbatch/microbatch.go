@@ -86,6 +86,10 @@ type testHooks struct {
 	// batch before the previous one is committed: the executor as it was
 	// before both. Benchmarks measure against them.
 	serialSeal, noPlanAhead bool
+	// fullAfterDeltas is how many times the state's size the deltas since
+	// the last full snapshot may add up to before the next one (0: once).
+	// Tests of long delta chains raise it.
+	fullAfterDeltas int64
 	// evenPlans plans a batch only once every partition not at its end
 	// holds its even share of MaxBatchRecords beyond the batch before, so
 	// every batch takes a piece of every partition whatever the readers'

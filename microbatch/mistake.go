@@ -66,11 +66,11 @@ func (m *batchMarker) reached(se *stageEnv, w *worker, si int) error {
 	if !se.topo.stateful[si] {
 		return nil
 	}
-	s, err := w.takeSnapshot(si)
+	s, err := w.takeSnapshot(si, se.alloc)
 	if err != nil {
 		return fmt.Errorf("marker snapshot of stage %s subtask %d: %w", st.ID, w.id, err)
 	}
-	fps := s.fps
+	fps := s.fingerprints()
 	s.release()
 	m.mu.Lock()
 	m.parts[[2]int{si, w.id}] = fps
@@ -88,13 +88,14 @@ func (m *batchMarker) atSeam(c *coordinator, s *stageSnap) {
 	m.mu.Lock()
 	at, ok := m.parts[[2]int{s.si, s.worker.id}]
 	m.mu.Unlock()
+	fps := s.fingerprints()
 	var same, groups int64
 	for kg := range at {
-		if at[kg] == 0 && s.fps[kg] == 0 {
+		if at[kg] == 0 && fps[kg] == 0 {
 			continue
 		}
 		groups++
-		if ok && at[kg] == s.fps[kg] {
+		if ok && at[kg] == fps[kg] {
 			same++
 		}
 	}

@@ -52,11 +52,11 @@ func (c *coordinator) restore(ctx context.Context) (RestartPlan, error) {
 	c.ends = make([]int64, nparts)
 	c.tracker = eventtime.NewTracker(nparts, c.env.Job.Params.MaxDisorder).State()
 	c.wm = operator.NoWatermark
-	c.stateVersion, c.lastFull = -1, -1
+	c.stateVersion, c.lastFull, c.deltaBytes = -1, -1, 0
 	c.idx = stateIndex{}
 	for si, st := range c.topo.stateful {
 		if st {
-			c.idx[c.topo.stages[si].ID] = &[keygroup.Count]string{}
+			c.idx[c.topo.stages[si].ID] = &[keygroup.Count][]string{}
 		}
 	}
 	ls := loadedState{}
@@ -81,6 +81,7 @@ func (c *coordinator) restore(ctx context.Context) (RestartPlan, error) {
 			} else {
 				c.lastFull = pt.minObj
 			}
+			c.deltaBytes = pt.deltaBytes
 		}
 		rp.LastCommitted, rp.Rerun = pt.batch, -1
 		c.committed = pt.batch
@@ -173,35 +174,38 @@ func (c *coordinator) readOffsets(ctx context.Context, n int64) (*offsetsEntry, 
 	return e, nil
 }
 
-func (c *coordinator) readManifest(ctx context.Context, v int64) (idx stateIndex, full bool, minObj int64, err error) {
+func (c *coordinator) readManifest(ctx context.Context, v int64) (idx stateIndex, me *manifestEntry, minObj int64, err error) {
 	data, err := c.get(ctx, manifestName(v))
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("reading state manifest %d: %w", v, err)
+		return nil, nil, 0, fmt.Errorf("reading state manifest %d: %w", v, err)
 	}
-	me, err := decodeManifest(data)
+	me, err = decodeManifest(data)
 	if err != nil {
-		return nil, false, 0, fmt.Errorf("state manifest %d: %w", v, err)
+		return nil, nil, 0, fmt.Errorf("state manifest %d: %w", v, err)
+	}
+	if me.Version != v {
+		return nil, nil, 0, fmt.Errorf("state manifest %d holds version %d", v, me.Version)
 	}
 	idx, err = me.index(checkStateObjectName)
 	if err != nil {
-		return nil, false, 0, err
+		return nil, nil, 0, err
 	}
 	for si, st := range c.topo.stateful {
 		id := c.topo.stages[si].ID
 		if st && idx[id] == nil {
-			idx[id] = &[keygroup.Count]string{}
+			idx[id] = &[keygroup.Count][]string{}
 		}
 	}
 	for id := range idx {
 		if si, ok := c.topo.index[id]; !ok || !c.topo.stateful[si] {
-			return nil, false, 0, fmt.Errorf("state manifest %d holds stage %q, which is not a stateful stage of job %s", v, id, c.env.Job.Name)
+			return nil, nil, 0, fmt.Errorf("state manifest %d holds stage %q, which is not a stateful stage of job %s", v, id, c.env.Job.Name)
 		}
 	}
 	minObj = minObjectVersion(idx, v)
 	c.cacheMu.Lock()
 	c.manifestMin[v] = minObj
 	c.cacheMu.Unlock()
-	return idx, me.Full, minObj, nil
+	return idx, me, minObj, nil
 }
 
 func minObjectVersion(idx stateIndex, v int64) int64 {

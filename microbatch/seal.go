@@ -137,6 +137,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	n := c.cur.Batch
 	p := &c.pending
 	p.idx, p.version, p.full, p.written, p.rows, p.bytes, p.changedState = c.idx, c.stateVersion, false, 0, 0, 0, false
+	p.changedRows, p.deltaBytes = 0, c.deltaBytes
 	var snaps []*stageSnap
 	var mu sync.Mutex
 	var jobs []func() error
@@ -146,7 +147,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		}
 		for _, w := range c.workers {
 			jobs = append(jobs, func() error {
-				s, err := w.takeSnapshot(si)
+				s, err := w.takeSnapshot(si, c.alloc)
 				if err != nil {
 					return fmt.Errorf("snapshot of stage %s subtask %d: %w", c.topo.stages[si].ID, w.id, err)
 				}
@@ -169,9 +170,10 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	changed := false
 	for _, s := range snaps {
 		c.mark.atSeam(c, s)
-		changed = changed || len(s.changed) > 0 || len(s.deleted) > 0
+		changed = changed || len(s.changes) > 0 || len(s.deleted) > 0
 		p.rows += s.rows
 		p.bytes += s.bytes
+		p.changedRows += s.changedRows
 	}
 	if !changed {
 		if err := c.point(PointStateMidWrite); err != nil {
@@ -180,11 +182,15 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		c.steps.state = time.Since(t0)
 		return StateCommitted{Now: time.Now()}, nil
 	}
-	full := c.lastFull < 0 || n-c.lastFull >= int64(c.opts.fullEvery)
+	// A full snapshot once the deltas since the last one add up to the
+	// state's size: the bytes written stay within about twice the changes,
+	// and a restore reads at most about twice the state. The version count
+	// is a backstop for many tiny deltas, each one more object to read.
+	full := c.lastFull < 0 || c.deltaBytes >= p.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-c.lastFull >= int64(c.opts.fullEvery)
 	idx := c.idx.clone()
 	if full {
 		for id := range idx {
-			idx[id] = &[keygroup.Count]string{}
+			idx[id] = &[keygroup.Count][]string{}
 		}
 	}
 	type write struct {
@@ -193,14 +199,18 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	}
 	var writes []write
 	// Encode every subtask's key groups in parallel.
-	blobs := make([][]byte, len(snaps))
-	kgss := make([][]int, len(snaps))
+	type encoded struct {
+		blob          []byte
+		whole, edited []int
+	}
+	enc := make([]encoded, len(snaps))
 	encs := make([]func() error, len(snaps))
 	for i, s := range snaps {
 		encs[i] = func() error {
 			id := c.topo.stages[s.si].ID
+			e := &enc[i]
 			var err error
-			if blobs[i], kgss[i], err = s.encode(id, full); err != nil {
+			if e.blob, e.whole, e.edited, err = s.encode(stateObjectName(n, id, s.worker.id), full); err != nil {
 				return fmt.Errorf("encoding state of stage %s subtask %d: %w", id, s.worker.id, err)
 			}
 			return nil
@@ -209,26 +219,36 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	if err := runAll(encs); err != nil {
 		return nil, err
 	}
+	var deltas int64
 	for i, s := range snaps {
 		id := c.topo.stages[s.si].ID
-		blob, kgs := blobs[i], kgss[i]
+		e := enc[i]
 		a := idx[id]
 		if !full {
 			for _, kg := range s.deleted {
-				a[kg] = ""
+				a[kg] = nil
 			}
 		}
-		if blob != nil {
+		if e.blob != nil {
 			name := stateObjectName(n, id, s.worker.id)
-			writes = append(writes, write{name, blob})
-			for _, kg := range kgs {
-				a[kg] = name
+			writes = append(writes, write{name, e.blob})
+			for _, kg := range e.whole {
+				a[kg] = []string{name}
 			}
-			p.written += int64(len(blob))
+			for _, kg := range e.edited {
+				a[kg] = append(slices.Clip(a[kg]), name)
+			}
+			p.written += int64(len(e.blob))
+			deltas += int64(len(e.blob))
 		}
-		s.worker.fps[s.si] = s.fps
+		s.keepAsBase()
 	}
-	man, err := encodeEntry(idx.toManifest(n, full))
+	if full {
+		p.deltaBytes = 0
+	} else {
+		p.deltaBytes += deltas
+	}
+	man, err := encodeEntry(idx.toManifest(n, full, p.deltaBytes))
 	if err != nil {
 		return nil, err
 	}
@@ -350,6 +370,9 @@ func (c *coordinator) committedBatch(took time.Duration) {
 	}
 	c.tracker, c.wm = c.cur.Tracker, c.cur.Watermark
 	c.idx, c.stateVersion = p.idx, p.version
+	if p.changedState {
+		c.deltaBytes = p.deltaBytes
+	}
 	if p.full {
 		c.lastFull = n
 	}
@@ -385,7 +408,7 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 	c.met.batchCommitted(batchReport{
 		batch: n, rerun: c.curRerun, planStart: c.planStart, inputRows: c.curRows, rowsOut: c.curOut, lateRows: c.curLate,
 		steps: c.steps, total: time.Since(c.planStart), stateRows: c.pending.rows, stateBytes: c.pending.bytes,
-		stateWritten: c.pending.written, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
+		stateWritten: c.pending.written, stateChanged: c.pending.changedRows, stateVersion: c.stateVersion, full: c.pending.full, watermark: wm,
 		ranges: c.cur.Ranges, ends: slices.Clone(c.ends), capped: c.capped, plannedAhead: c.curAhead,
 	}, now)
 	for _, w := range c.workers {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -21,24 +23,195 @@ import (
 // State versions.
 //
 // After batch N every stateful operator is snapshotted (after Flush) and
-// each key group's state is fingerprinted. Version N writes, per (stage,
-// subtask), one object holding the key groups whose fingerprint changed
-// since the previous version: a delta. Every FullSnapshotEvery versions the
-// object holds every non-empty key group instead: a full snapshot. The
-// manifest, written last, maps every (stage, key group) to the object that
-// holds its current state, so restoring version N reads exactly the newest
-// full snapshot plus the deltas up to N that are still current, without
-// walking a chain. A version in which no group changed writes nothing; its
-// commit entry names the older version that still describes the state.
+// each key group's state is compared, row by row, with the worker's copy
+// of the previous version (its base). Version N writes, per (stage,
+// subtask), one object holding only the key groups that changed: a delta.
+// A changed key group is stored as an edit (the new and changed rows and
+// a script that rebuilds the group from its previous state, see package
+// state) or, when most of it changed or there is no base, whole. A full
+// snapshot stores every non-empty key group whole; it is written when the
+// deltas written since the last one add up to the state's size (or after
+// FullSnapshotEvery versions), so the bytes written follow the changes
+// while a restore reads at most the state about twice.
+//
+// The manifest, written beside the objects, lists for every (stage, key
+// group) its chain: the object holding it whole, then every later object
+// holding an edit of it, oldest first. Restoring version N reads exactly
+// those objects, in parallel, and applies the edits in order. A version in
+// which no group changed writes nothing; its commit entry names the older
+// version that still describes the state.
 //
 // The per-key-group event-time watermark the window and join operators keep
-// in their state (column "watermark") is left out of the fingerprint: it
+// in their state (column "watermark") is left out of the comparison: it
 // changes with every watermark, not with the data, and the executor
 // re-delivers the watermark of the restored batch right after a restore, so
 // every group ends up with the same watermark as before the crash.
 
-// watermarkColumn is the state column excluded from fingerprints.
+// watermarkColumn is the state column rows are not compared on.
 const watermarkColumn = "watermark"
+
+func uniformColumn(s *arrow.Schema) int {
+	if idx := s.FieldIndices(watermarkColumn); len(idx) == 1 {
+		return idx[0]
+	}
+	return -1
+}
+
+// kgChange is one changed key group of a stage snapshot.
+type kgChange struct {
+	kg   int
+	edit *state.Edit       // nil: stored whole
+	rows arrow.RecordBatch // the rows an edit takes (owned); nil when whole
+}
+
+// stageSnap is one stage subtask's snapshot for one version.
+type stageSnap struct {
+	si      int
+	worker  *worker
+	parts   []operator.KeyGroupState // the new base once kept, else released
+	changes []kgChange
+	deleted []int // key groups that became empty
+	rows    int64
+	bytes   int64
+	// changedRows counts the new or changed entries of the changed groups.
+	changedRows int64
+}
+
+// takeSnapshot snapshots stage si on worker w and compares it with the
+// worker's base.
+func (w *worker) takeSnapshot(si int, alloc memory.Allocator) (*stageSnap, error) {
+	st, ok := w.ops[si].(operator.Stateful)
+	if !ok {
+		return nil, fmt.Errorf("stage %d is not stateful", si)
+	}
+	parts, err := st.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	s := &stageSnap{si: si, worker: w, parts: parts}
+	var present [keygroup.Count]bool
+	for _, p := range parts {
+		present[p.KeyGroup] = true
+		s.rows += p.Batch.NumRows()
+		s.bytes += batchBytes(p.Batch)
+		ch, err := diffGroup(w.base[si][p.KeyGroup], p, alloc)
+		if err != nil {
+			s.release()
+			return nil, err
+		}
+		if ch != nil {
+			s.changes = append(s.changes, ch.kgChange)
+			s.changedRows += ch.changed
+		}
+	}
+	for kg, b := range w.base[si] {
+		if b != nil && !present[kg] {
+			s.deleted = append(s.deleted, kg)
+		}
+	}
+	return s, nil
+}
+
+type groupDiff struct {
+	kgChange
+	changed int64
+}
+
+// diffGroup compares key group p with its base: nil when unchanged.
+func diffGroup(base arrow.RecordBatch, p operator.KeyGroupState, alloc memory.Allocator) (*groupDiff, error) {
+	n := p.Batch.NumRows()
+	if base == nil {
+		return &groupDiff{kgChange{kg: p.KeyGroup}, n}, nil
+	}
+	uni := uniformColumn(p.Batch.Schema())
+	script, take, same, ok := state.Diff(base, p.Batch, uni)
+	if !ok {
+		if equalRows(base, p.Batch, uni) {
+			return nil, nil
+		}
+		return &groupDiff{kgChange{kg: p.KeyGroup}, n}, nil
+	}
+	if same {
+		return nil, nil
+	}
+	g := &groupDiff{kgChange{kg: p.KeyGroup}, int64(len(take))}
+	if 2*int64(len(take)) > n {
+		return g, nil // mostly new: whole is smaller and ends the chain
+	}
+	rows, err := state.Gather(p.Batch, take, alloc)
+	if err != nil {
+		return nil, err
+	}
+	g.rows = rows
+	g.edit = &state.Edit{KeyGroup: p.KeyGroup, BaseRows: int(base.NumRows()), ResultRows: int(n),
+		ResultCRC: state.ValuesCRC(p.Batch, uni), Script: script}
+	return g, nil
+}
+
+// equalRows compares two batches of any schema, but for column uniform.
+func equalRows(a, b arrow.RecordBatch, uniform int) bool {
+	if !a.Schema().Equal(b.Schema()) || a.NumRows() != b.NumRows() {
+		return false
+	}
+	for c := 0; c < int(a.NumCols()); c++ {
+		if c != uniform && !array.Equal(a.Column(c), b.Column(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// encode encodes the changed key groups (every present one, whole, when
+// full) into one delta object and returns it with the groups it holds
+// whole and as edits.
+//
+// The object's name is its operator id: a load checks it, so an intact
+// object under another name (of another version or subtask) is refused
+// instead of rebuilding a wrong state.
+func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited []int, err error) {
+	var parts []operator.KeyGroupState
+	var edits []state.Edit
+	if full {
+		parts = s.parts
+		for _, p := range parts {
+			whole = append(whole, p.KeyGroup)
+		}
+	} else {
+		byKG := map[int]arrow.RecordBatch{}
+		for _, p := range s.parts {
+			byKG[p.KeyGroup] = p.Batch
+		}
+		for _, ch := range s.changes {
+			if ch.edit == nil {
+				parts = append(parts, operator.KeyGroupState{KeyGroup: ch.kg, Batch: byKG[ch.kg]})
+				whole = append(whole, ch.kg)
+				continue
+			}
+			parts = append(parts, operator.KeyGroupState{KeyGroup: ch.kg, Batch: ch.rows})
+			edits = append(edits, *ch.edit)
+			edited = append(edited, ch.kg)
+		}
+	}
+	if len(parts) == 0 {
+		return nil, nil, nil, nil
+	}
+	var buf bytes.Buffer
+	if err := state.EncodeDelta(&buf, name, parts, edits); err != nil {
+		return nil, nil, nil, err
+	}
+	return buf.Bytes(), whole, edited, nil
+}
+
+// fingerprints hashes each key group's state (0 = empty group), without
+// the watermark column. The state versions no longer need it (they compare
+// rows); it is for callers that compare two snapshots of one subtask.
+func (s *stageSnap) fingerprints() [keygroup.Count]uint64 {
+	var out [keygroup.Count]uint64
+	for _, p := range s.parts {
+		out[p.KeyGroup] = fingerprint(p.Batch)
+	}
+	return out
+}
 
 var fpSeed = maphash.MakeSeed()
 
@@ -77,80 +250,31 @@ func fingerprint(b arrow.RecordBatch) uint64 {
 	return h.Sum64() | 1
 }
 
-// stageSnap is one stage subtask's snapshot for one version.
-type stageSnap struct {
-	si      int
-	worker  *worker
-	parts   []operator.KeyGroupState // released after encoding
-	fps     [keygroup.Count]uint64
-	changed []int // key groups whose state differs from the last version
-	deleted []int // key groups that became empty
-	rows    int64
-	bytes   int64
-}
-
-// takeSnapshot snapshots stage si on worker w and compares fingerprints.
-func (w *worker) takeSnapshot(si int) (*stageSnap, error) {
-	st, ok := w.ops[si].(operator.Stateful)
-	if !ok {
-		return nil, fmt.Errorf("stage %d is not stateful", si)
-	}
-	parts, err := st.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	s := &stageSnap{si: si, worker: w, parts: parts}
-	for _, p := range parts {
-		fp := fingerprint(p.Batch)
-		s.fps[p.KeyGroup] = fp
-		if fp != w.fps[si][p.KeyGroup] {
-			s.changed = append(s.changed, p.KeyGroup)
-		}
-		s.rows += p.Batch.NumRows()
-		s.bytes += batchBytes(p.Batch)
-	}
-	for kg, old := range w.fps[si] {
-		if old != 0 && s.fps[kg] == 0 {
-			s.deleted = append(s.deleted, kg)
+// keepAsBase makes the snapshot the worker's base for the next version.
+func (s *stageSnap) keepAsBase() {
+	w := s.worker
+	for kg, b := range w.base[s.si] {
+		if b != nil {
+			b.Release()
+			w.base[s.si][kg] = nil
 		}
 	}
-	return s, nil
-}
-
-// encode encodes the key groups to write (all present ones when full)
-// into the worker's buffer and returns the blob and the groups it holds.
-func (s *stageSnap) encode(stage string, full bool) ([]byte, []int, error) {
-	var parts []operator.KeyGroupState
-	var kgs []int
-	if full {
-		parts = s.parts
-	} else {
-		want := map[int]bool{}
-		for _, kg := range s.changed {
-			want[kg] = true
-		}
-		for _, p := range s.parts {
-			if want[p.KeyGroup] {
-				parts = append(parts, p)
-			}
-		}
+	for _, p := range s.parts {
+		w.base[s.si][p.KeyGroup] = p.Batch
 	}
-	if len(parts) == 0 {
-		return nil, nil, nil
-	}
-	for _, p := range parts {
-		kgs = append(kgs, p.KeyGroup)
-	}
-	var buf bytes.Buffer
-	if err := state.EncodeAll(&buf, fmt.Sprintf("%s/s%d", stage, s.worker.id), parts); err != nil {
-		return nil, nil, err
-	}
-	return buf.Bytes(), kgs, nil
+	s.parts = nil
+	s.release()
 }
 
 func (s *stageSnap) release() {
 	operator.ReleaseStates(s.parts)
 	s.parts = nil
+	for i := range s.changes {
+		if r := s.changes[i].rows; r != nil {
+			r.Release()
+			s.changes[i].rows = nil
+		}
+	}
 }
 
 func batchBytes(b arrow.RecordBatch) int64 {
@@ -180,35 +304,38 @@ func (ls loadedState) release() {
 }
 
 // loadState reads and decodes the objects of idx holding key groups that
-// need selects, in parallel. Every object is checksummed twice (by the
-// store and by the state codec): a torn or corrupt object fails the load.
+// need selects, in parallel, and rebuilds each group from its chain. Every
+// object is checksummed twice (by the store and by the state codec), and
+// every edit checks its base and its result: a torn or corrupt object, or
+// a chain that does not rebuild, fails the load.
 func loadState(ctx context.Context, store storage.Store, prefix string, idx stateIndex,
 	need func(stage string, kg int) bool, alloc memory.Allocator) (loadedState, error) {
-	type want struct {
-		stage string
-		kgs   []int
-	}
-	byObj := map[string][]want{}
+	objs := map[string]bool{}
 	for stage, a := range idx {
-		perObj := map[string][]int{}
-		for kg, o := range a {
-			if o != "" && need(stage, kg) {
-				perObj[o] = append(perObj[o], kg)
+		for kg, chain := range a {
+			if len(chain) > 0 && need(stage, kg) {
+				for _, o := range chain {
+					objs[o] = true
+				}
 			}
 		}
-		for o, kgs := range perObj {
-			byObj[o] = append(byObj[o], want{stage, kgs})
+	}
+	type decoded struct {
+		parts map[int]arrow.RecordBatch
+		edits map[int]state.Edit
+		all   []operator.KeyGroupState
+	}
+	got := make(map[string]*decoded, len(objs))
+	defer func() {
+		for _, d := range got {
+			operator.ReleaseStates(d.all)
 		}
-	}
-	out := loadedState{}
-	for stage := range idx {
-		out[stage] = &[keygroup.Count]operator.KeyGroupState{}
-	}
+	}()
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for obj, wants := range byObj {
+	for obj := range objs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,28 +346,21 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 				if err != nil {
 					return err
 				}
-				_, parts, err := state.DecodeAll(data, alloc)
+				id, parts, edits, err := state.DecodeDelta(data, alloc)
 				if err != nil {
 					return fmt.Errorf("state object %s: %w", obj, err)
 				}
-				byKG := map[int]operator.KeyGroupState{}
+				if id != obj {
+					operator.ReleaseStates(parts)
+					return fmt.Errorf("state object %s holds the state written as %s", obj, id)
+				}
+				d := &decoded{parts: map[int]arrow.RecordBatch{}, edits: edits, all: parts}
 				for _, p := range parts {
-					byKG[p.KeyGroup] = p
+					d.parts[p.KeyGroup] = p.Batch
 				}
 				mu.Lock()
-				defer mu.Unlock()
-				for _, wt := range wants {
-					for _, kg := range wt.kgs {
-						p, ok := byKG[kg]
-						if !ok {
-							operator.ReleaseStates(parts)
-							return fmt.Errorf("state object %s lacks key group %d of stage %s named by the manifest", obj, kg, wt.stage)
-						}
-						p.Batch.Retain()
-						out[wt.stage][kg] = p
-					}
-				}
-				operator.ReleaseStates(parts)
+				got[obj] = d
+				mu.Unlock()
 				return nil
 			}()
 			if err != nil {
@@ -254,8 +374,88 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 	}
 	wg.Wait()
 	if firstErr != nil {
-		out.release()
 		return nil, firstErr
 	}
+	// Rebuild the groups in parallel: applying a chain's edits is a copy
+	// of the group per edit, and groups are independent.
+	out := loadedState{}
+	type job struct {
+		stage string
+		kg    int
+		chain []string
+	}
+	var jobs []job
+	for stage, a := range idx {
+		out[stage] = &[keygroup.Count]operator.KeyGroupState{}
+		for kg, chain := range a {
+			if len(chain) > 0 && need(stage, kg) {
+				jobs = append(jobs, job{stage, kg, chain})
+			}
+		}
+	}
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				j := jobs[i]
+				b, err := rebuildGroup(j.stage, j.kg, j.chain, func(o string) (arrow.RecordBatch, *state.Edit) {
+					d := got[o]
+					e, ok := d.edits[j.kg]
+					if !ok {
+						return d.parts[j.kg], nil
+					}
+					return d.parts[j.kg], &e
+				}, alloc)
+				errs[i] = err
+				if err == nil {
+					out[j.stage][j.kg] = operator.KeyGroupState{KeyGroup: j.kg, Batch: b}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			out.release()
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// rebuildGroup applies the chain of one key group: the first object holds
+// it whole, every later one an edit. The result is the caller's.
+func rebuildGroup(stage string, kg int, chain []string, entry func(obj string) (arrow.RecordBatch, *state.Edit),
+	alloc memory.Allocator) (arrow.RecordBatch, error) {
+	var cur arrow.RecordBatch
+	for i, o := range chain {
+		rows, e := entry(o)
+		switch {
+		case rows == nil:
+			err := fmt.Errorf("state object %s lacks key group %d of stage %s named by the manifest", o, kg, stage)
+			if cur != nil {
+				cur.Release()
+			}
+			return nil, err
+		case i == 0 && e != nil:
+			return nil, fmt.Errorf("state object %s holds an edit of key group %d of stage %s, but the manifest names it first: no base to apply it to", o, kg, stage)
+		case i > 0 && e == nil:
+			cur.Release()
+			return nil, fmt.Errorf("state object %s holds key group %d of stage %s whole, but the manifest chains it after %s", o, kg, stage, chain[i-1])
+		case i == 0:
+			rows.Retain()
+			cur = rows
+		default:
+			next, err := state.Apply(cur, rows, *e, uniformColumn(rows.Schema()), alloc)
+			cur.Release()
+			if err != nil {
+				return nil, fmt.Errorf("state object %s, stage %s: %w", o, stage, err)
+			}
+			cur = next
+		}
+	}
+	return cur, nil
 }

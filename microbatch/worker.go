@@ -121,9 +121,10 @@ type worker struct {
 	started bool
 	ops     []operator.Operator // by stage index; nil for non-operator stages
 	opChain operator.Chain      // owns ops (unlinked: each stage emits into its batch's output)
-	// fps is, per stage, the fingerprint of each key group's state as of
-	// the last state version written or restored (0 = empty group).
-	fps    [][keygroup.Count]uint64
+	// base is, per stage, each key group's state as of the last state
+	// version written or restored (nil = empty group): what the next
+	// version's deltas are made against. It dies with the operators.
+	base   [][keygroup.Count]arrow.RecordBatch
 	writer sink.Writer
 }
 
@@ -176,6 +177,18 @@ func (w *worker) teardown() {
 func (w *worker) closeOps() {
 	_ = w.opChain.Close()
 	clear(w.ops)
+	w.releaseBase()
+}
+
+func (w *worker) releaseBase() {
+	for si := range w.base {
+		for kg, b := range w.base[si] {
+			if b != nil {
+				b.Release()
+				w.base[si][kg] = nil
+			}
+		}
+	}
 }
 
 // batchData is the in-memory intermediate data of one batch run.

@@ -34,7 +34,8 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		w = &worker{id: id, stop: make(chan struct{})}
 	}
 	w.ops = make([]operator.Operator, len(c.topo.stages))
-	w.fps = make([][keygroup.Count]uint64, len(c.topo.stages))
+	w.releaseBase()
+	w.base = make([][keygroup.Count]arrow.RecordBatch, len(c.topo.stages))
 	fail := func(err error) (*worker, error) {
 		if keep == nil {
 			w.teardown()
@@ -78,12 +79,21 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		if err := op.Flush(failEmit); err != nil {
 			return fail(err)
 		}
-		snap, err := w.takeSnapshot(si)
-		if err != nil {
-			return fail(err)
+		// The base of the next delta is the state as storage rebuilds
+		// it, in storage's row order: an edit's script addresses rows by
+		// position, and the restored operator may snapshot its rows in
+		// another order (a hash table of another size). Taking the
+		// operator's snapshot here made every edit after a restore
+		// address the wrong rows (caught by the edits' checksums, so the
+		// next restore fell back past them).
+		if a := ls[st.ID]; a != nil {
+			for kg := kgs.Start; kg < kgs.End; kg++ {
+				if b := a[kg].Batch; b != nil {
+					b.Retain()
+					w.base[si][kg] = b
+				}
+			}
 		}
-		w.fps[si] = snap.fps
-		snap.release()
 	}
 	if c.env.Job.UsesEventTime {
 		for si, op := range w.ops {
