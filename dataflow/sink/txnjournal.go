@@ -177,8 +177,10 @@ func (s *txnSink) publish(g *vgroup) error {
 			}
 		}
 		if e == nil {
-			return fmt.Errorf("staged file %s of epoch %d is not in the run's record of its destination, so nothing vouches for its rows: it is not published; remove it if it is not this run's, or rerun without --resume into a fresh output directory",
-				filepath.Join(s.staging, win.name), win.epoch)
+			// Name the missing entry too: it, not the file, may be what
+			// was deleted.
+			return fmt.Errorf("staged file %s of epoch %d is not in the run's record of its destination (no entry %s), so nothing vouches for its rows: it is not published; remove it if it is not this run's, or rerun without --resume into a fresh output directory",
+				filepath.Join(s.staging, win.name), win.epoch, s.journal.name(stagedEntryDir+win.name))
 		}
 		if err := s.verify(filepath.Join(s.staging, win.name), *e, "staged file", "it is not published"); err != nil {
 			return err
