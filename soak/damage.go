@@ -30,8 +30,23 @@ type DurableFile struct {
 
 var (
 	digits       = regexp.MustCompile(`[0-9]+`)
+	hexRuns      = regexp.MustCompile(`[0-9a-f]{8,}`)
 	leadingZeros = regexp.MustCompile(`(^|[^0-9])0+([0-9])`)
 )
+
+// kindOf is a path with its numbers made N and its hashes H, so files
+// that differ only in those are one kind: damage is drawn per kind, and a
+// kind per hashed file name (the destination's receipts) would both
+// crowd the report and draw them far more often than any other file.
+func kindOf(path string) string {
+	path = hexRuns.ReplaceAllStringFunc(path, func(h string) string {
+		if strings.ContainsAny(h, "abcdef") {
+			return "H"
+		}
+		return h
+	})
+	return digits.ReplaceAllString(path, "N")
+}
 
 // DurableFiles lists the durable files of run runID in store (a local
 // storage directory; "" for none) and out, by kind.
@@ -56,7 +71,7 @@ func DurableFiles(store, out, runID string) (map[string][]DurableFile, error) {
 			if !ok {
 				return nil
 			}
-			f := DurableFile{Path: path, Kind: where + " " + digits.ReplaceAllString(kp, "N"), Names: []string{path, rel}}
+			f := DurableFile{Path: path, Kind: where + " " + kindOf(kp), Names: []string{path, rel}}
 			parts := strings.Split(rel, "/")
 			last := parts[max(0, len(parts)-2):]
 			f.Names = append(f.Names, strings.Join(last, "/"))

@@ -81,3 +81,18 @@ func TestASilentResultFailsTheCampaign(t *testing.T) {
 		t.Fatalf("the report does not list the silent schedule:\n%s", md)
 	}
 }
+
+func TestKindsFoldNumbersAndHashes(t *testing.T) {
+	for path, want := range map[string]string{
+		"destination/append/00000000000000000005-4b89e3f7b4725d6b.json": "destination/append/N-H.json",
+		"destination/append/00000000000000000001-edde3e8f3d1971b7.json": "destination/append/N-H.json",
+		"chk-12/count-3/op-count":      "chk-N/count-N/op-count",
+		"part-idempotent.parquet":      "part-idempotent.parquet",
+		"_staging/e9-s1-a0-p0.csv":     "_staging/eN-sN-aN-pN.csv",
+		"commits/00000000000000000042": "commits/N",
+	} {
+		if got := kindOf(path); got != want {
+			t.Errorf("kindOf(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
