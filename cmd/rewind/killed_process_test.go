@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliChildEnv) == "1" {
 		main() // exits with the CLI's code
 	}
+	if os.Getenv(signalChildEnv) == "1" {
+		signalChild() // never returns
+	}
 	os.Exit(m.Run())
 }
 

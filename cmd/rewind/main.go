@@ -35,10 +35,33 @@ func (u usageError) Unwrap() error { return u.err }
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go firstSignalStops(cancel, os.Stderr)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	cancel()
 	os.Exit(code)
+}
+
+// firstSignalStops cancels the command on the first SIGINT or SIGTERM and
+// hands the next one back to its default action. The first stops the
+// work and lets the command finish what it owes (a run's summary counts
+// its output, which after an hour of writing takes minutes); a second ends
+// the process at once. The output directory is consistent either way:
+// counting only reads it, and `rewind resolve DIR` counts it later.
+func firstSignalStops(cancel context.CancelFunc, stderr io.Writer) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	sig := <-sigs
+	cancel()
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
+	fmt.Fprintf(stderr, "rewind: %s: stopping and finishing what is owed (the summary); %s again quits at once\n", sigName(sig), sigName(sig))
+}
+
+func sigName(s os.Signal) string {
+	if s == os.Interrupt {
+		return "interrupt"
+	}
+	return s.String()
 }
 
 // execute runs the CLI and maps errors to exit codes. It never lets a panic
