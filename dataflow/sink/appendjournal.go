@@ -110,7 +110,9 @@ func appendRecordName(epoch int64) string {
 }
 
 func encodeAppendRecord(r appendRecord) []byte {
-	r.V = appendRecordVersion
+	if r.V == 0 {
+		r.V = appendRecordVersion
+	}
 	b, _ := json.Marshal(r) // plain fields: cannot fail
 	return b
 }
