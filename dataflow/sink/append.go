@@ -206,6 +206,10 @@ func (w *appendWriter) Close() error {
 		err = w.rollLocked()
 	}
 	w.closeInProgress()
+	// Closed under the same lock as the roll: a Write a throttle held
+	// back finds the writer closed when it wakes.
+	w.closed = true
+	w.dropLocked()
 	w.mu.Unlock()
 	w.s.rollMu.Lock()
 	delete(w.s.writers, w)
