@@ -1,13 +1,17 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/dustin/go-humanize"
 
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
 // defaultRollSize is --roll-size's default, as a user would write it.
-func defaultRollSize() string { return humanize.IBytes(uint64(sink.DefaultRollPolicy.Size)) }
+func defaultRollSize() string {
+	return strings.ReplaceAll(humanize.IBytes(uint64(sink.DefaultRollPolicy.Size)), " ", "")
+}
 
 // rollPolicy reads --roll-age and --roll-size (sink.RollPolicy): every
 // executor's append sink rolls the same way, so the flags are shared.
