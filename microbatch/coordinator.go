@@ -92,8 +92,8 @@ type coordinator struct {
 	curRows   int64
 	curOut    int64
 	curLate   int64
-	visibleAt time.Time
-	ranStart  bool // the current attempt's run has begun (for the bill)
+	visible   *batchVisibility // when its rows are visible (append)
+	ranStart  bool             // the current attempt's run has begun (for the bill)
 	pending   struct {
 		idx          stateIndex
 		version      int64

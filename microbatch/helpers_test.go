@@ -45,6 +45,7 @@ type scenario struct {
 	job         string
 	inputs      map[string]string
 	mode        sink.Mode
+	roll        sink.RollPolicy // append: when in-progress files roll (zero: every flush visible)
 	parallelism int
 	fails       []fault.Spec
 	opts        Options
@@ -96,7 +97,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	}
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
-		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
+		OutputFormat: sink.Parquet, SinkMode: sc.mode, SinkRoll: sc.roll, Storage: sc.storage, Parallelism: sc.parallelism,
 		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
 	}

@@ -311,10 +311,12 @@ func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
 	fns := make([]func() error, len(c.workers))
+	vis := newBatchVisibility(len(c.workers))
+	c.visible = vis
 	for i, w := range c.workers {
 		wr := w.writer
 		fns[i] = func() error {
-			if err := wr.Flush(n); err != nil {
+			if err := vis.flush(wr, n); err != nil {
 				return fmt.Errorf("sink subtask %d: flushing batch %d: %w", i, n, err)
 			}
 			return nil
@@ -325,7 +327,7 @@ func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 			return nil, nil, err
 		}
 		now := time.Now()
-		return SinkDone{Now: now}, func() { c.visibleAt, c.steps.sink = now, now.Sub(t0) }, nil
+		return SinkDone{Now: now}, func() { c.steps.sink = now.Sub(t0) }, nil
 	})
 	return nil, nil
 }
@@ -395,10 +397,14 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 		return nil, fmt.Errorf("publishing batch %d: %w", n, err)
 	}
 	now := time.Now()
-	if c.env.Sink.Mode() == sink.Transactional || c.visibleAt.IsZero() {
-		c.visibleAt = now
+	if c.env.Sink.Mode() == sink.Transactional || c.visible == nil {
+		c.met.latency(c.planStart, now, c.handover)
+	} else {
+		// Visible when the last subtask's rows are, which a rolling sink
+		// may report later; the hand-overs are kept for then.
+		planned, hs := c.planStart, slices.Clone(c.handover)
+		c.visible.whenVisible(func(at time.Time) { c.met.latency(planned, at, hs) })
 	}
-	c.met.latency(c.planStart, c.visibleAt, c.handover)
 	c.steps.publish = time.Since(t0)
 	var wm *int64
 	if c.env.Job.UsesEventTime {
@@ -419,7 +425,7 @@ func (c *coordinator) publish(ctx context.Context) (Event, error) {
 	for _, p := range c.topo.parts {
 		p.series.Done(p.index, c.ends[p.global])
 	}
-	c.cur, c.curRerun, c.curAhead, c.ranStart, c.visibleAt, c.planStart = nil, false, false, false, time.Time{}, time.Time{}
+	c.cur, c.curRerun, c.curAhead, c.ranStart, c.visible, c.planStart = nil, false, false, false, nil, time.Time{}
 	if a := c.next; a != nil {
 		// The batch planned ahead is next.
 		c.cur, c.curAhead, c.capped, c.planStart, c.steps = a.e, true, a.capped, a.planStart, a.steps

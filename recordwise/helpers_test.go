@@ -70,6 +70,7 @@ type scenario struct {
 	job         string
 	inputs      map[string]string
 	mode        sink.Mode
+	roll        sink.RollPolicy // append: when in-progress files roll (zero: every flush visible)
 	barriers    barrierSetting
 	parallelism int
 	interval    time.Duration
@@ -162,7 +163,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		Options: Options{Barriers: sc.barriers.barriers, AlignmentTimeout: sc.barriers.timeout, CheckpointInterval: sc.interval,
 			BufferTimeout: time.Millisecond, CheckpointTimeout: sc.cpTimeout, RetainedCheckpoints: sc.retained},
 		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
-		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode,
+		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode, SinkRoll: sc.roll,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 	}
 }

@@ -318,50 +318,6 @@ func (r *router) release() {
 	}
 }
 
-// latEntry is a group of rows handed over by a source at the same time:
-// when they become visible at the sink, each one's latency is
-// visibleAt - born.
-type latEntry struct {
-	born time.Time
-	rows int64
-}
-
-// splitLat appends to dst the hand-over times of n rows derived from input
-// rows with the given births, in proportion to the births' row counts (an
-// operator's output rows are attributed to its input rows evenly).
-func splitLat(dst, births []latEntry, n int64) []latEntry {
-	if n <= 0 || len(births) == 0 {
-		return dst
-	}
-	add := func(born time.Time, k int64) {
-		if l := len(dst); l > 0 && dst[l-1].born.Equal(born) {
-			dst[l-1].rows += k
-		} else {
-			dst = append(dst, latEntry{born: born, rows: k})
-		}
-	}
-	var total int64
-	for _, b := range births {
-		total += b.rows
-	}
-	if len(births) == 1 || total <= 0 {
-		add(births[0].born, n)
-		return dst
-	}
-	var given int64
-	for i, b := range births {
-		k := n * b.rows / total
-		if i == len(births)-1 {
-			k = n - given
-		}
-		given += k
-		if k > 0 {
-			add(b.born, k)
-		}
-	}
-	return dst
-}
-
 // sinkTail hands what the last operator of a chain emits to the sink.
 // Rows go to the epoch the next checkpoint will cover.
 //
@@ -426,10 +382,7 @@ func (s *sinkTail) flusher(ctx context.Context, wg interface{ Done() }) {
 			if ctx.Err() != nil {
 				return // a dead worker starts no write
 			}
-			err := r.w.Flush(r.epoch)
-			if err == nil && s.mode != sink.Transactional {
-				s.obs.recordLatency(r.pending, time.Now())
-			}
+			err := s.flushVisible(r.w, r.epoch, r.pending)
 			select {
 			case s.done <- err:
 				s.wake.ring()
@@ -438,6 +391,23 @@ func (s *sinkTail) flusher(ctx context.Context, wg interface{ Done() }) {
 			}
 		}
 	}
+}
+
+// flushVisible flushes w and records the latency of pending once the rows
+// are visible: when the flush returns, or when a rolling sink publishes
+// them (sink.VisibleFlusher). Transactional rows are accounted at commit.
+func (s *sinkTail) flushVisible(w sink.Writer, epoch int64, pending []latEntry) error {
+	if s.mode == sink.Transactional {
+		return w.Flush(epoch)
+	}
+	if vf, ok := w.(sink.VisibleFlusher); ok {
+		return vf.FlushVisible(epoch, func(at time.Time) { s.obs.recordLatency(pending, at) })
+	}
+	if err := w.Flush(epoch); err != nil {
+		return err
+	}
+	s.obs.recordLatency(pending, time.Now())
+	return nil
 }
 
 func (s *sinkTail) async() bool { return s.ws[1] != nil }
@@ -553,11 +523,10 @@ func (s *sinkTail) flushDue(ctx context.Context, now time.Time) error {
 }
 
 func (s *sinkTail) flushSync(epoch int64) error {
-	if err := s.ws[0].Flush(epoch); err != nil {
+	// A clone: s.pending's array is reused, and a rolling sink may report
+	// the rows visible later.
+	if err := s.flushVisible(s.ws[0], epoch, slices.Clone(s.pending)); err != nil {
 		return err
-	}
-	if s.mode != sink.Transactional {
-		s.obs.recordLatency(s.pending, time.Now())
 	}
 	s.pending = s.pending[:0]
 	s.rows = 0

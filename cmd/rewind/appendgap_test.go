@@ -51,25 +51,31 @@ var gapExecs = []gapExec{
 func TestAppendGapIsClosed(t *testing.T) {
 	seed := testseed.Seed(t)
 	t.Logf("seed %d (replay with REWIND_TEST_SEED=%d go test -run TestAppendGapIsClosed ./cmd/rewind/)", seed, seed)
+	// Each flush its own visible file, and rolling with an age no run
+	// here reaches: the covered rows are then in in-progress files (and,
+	// for disk-phase, whose receipts roll, in visible ones).
+	rolls := []string{"0", "1h"}
 	for i, e := range gapExecs {
 		for k, damage := range []string{"deleted", "flipped"} {
-			t.Run(e.name+"-"+damage, func(t *testing.T) {
-				t.Parallel()
-				r := rand.New(rand.NewPCG(seed, uint64(i*10+k)))
-				appendGap(t, e, damage, r)
-			})
+			for l, roll := range rolls {
+				t.Run(e.name+"-"+damage+"-roll-age-"+roll, func(t *testing.T) {
+					t.Parallel()
+					r := rand.New(rand.NewPCG(seed, uint64(i*100+k*10+l)))
+					appendGap(t, e, damage, roll, r)
+				})
+			}
 		}
 	}
 }
 
-func appendGap(t *testing.T, e gapExec, damage string, r *rand.Rand) {
+func appendGap(t *testing.T, e gapExec, damage, roll string, r *rand.Rand) {
 	dataSeed := 1 + r.IntN(1000)
 	format := []string{"parquet", "csv"}[r.IntN(2)]
 	dir := t.TempDir()
 	out, store := filepath.Join(dir, "out"), filepath.Join(dir, "store")
 	args := append([]string{"run", "--executor", e.name, "--job", "etl", "--sink-mode", "append", "--output-format", format,
 		"--input", genInput(dataSeed, pointKillRate), "--output", out, "--storage", "file://" + store,
-		"--summary", "json"}, e.settings...)
+		"--summary", "json", "--roll-age", roll}, e.settings...)
 	fail := processKill(e.point, e.occ)
 	t.Logf("input seed %d, format %s; first process killed by --fail %s", dataSeed, format, fail)
 	p := startCLI(t, dir, append(slices.Clone(args), "--fail", fail)...)
@@ -146,26 +152,32 @@ func firstPointAt(t *testing.T, store string, match func(rel string) bool) time.
 	return at
 }
 
-// firstAppendAfter returns the append file flushed first after the first
-// recovery point: one only the second recovery point covers.
+// firstAppendAfter returns the append file, visible or in progress,
+// flushed to first after the first recovery point: one whose rows (some
+// of them, for an in-progress file) only the second recovery point covers.
 func firstAppendAfter(t *testing.T, out string, after time.Time) string {
 	t.Helper()
-	entries, err := os.ReadDir(out)
-	must(t, err)
 	var best string
 	var bestAt time.Time
-	for _, en := range entries {
-		if !strings.HasPrefix(en.Name(), "part-s") {
+	for _, dir := range []string{out, filepath.Join(out, sink.InProgressDir)} {
+		entries, err := os.ReadDir(dir)
+		if os.IsNotExist(err) {
 			continue
 		}
-		fi, err := en.Info()
 		must(t, err)
-		if fi.ModTime().After(after) && (best == "" || fi.ModTime().Before(bestAt)) {
-			best, bestAt = en.Name(), fi.ModTime()
+		for _, en := range entries {
+			if !strings.HasPrefix(en.Name(), "part-s") {
+				continue
+			}
+			fi, err := en.Info()
+			must(t, err)
+			if fi.ModTime().After(after) && (best == "" || fi.ModTime().Before(bestAt)) {
+				best, bestAt = filepath.Join(dir, en.Name()), fi.ModTime()
+			}
 		}
 	}
 	if best == "" {
 		t.Fatalf("no append file in %s was flushed after the first recovery point: the damage this test is about cannot be made", out)
 	}
-	return filepath.Join(out, best)
+	return best
 }

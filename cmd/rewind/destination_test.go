@@ -148,6 +148,35 @@ var destDamages = []destDamage{
 		must(t, os.WriteFile(p, b, 0o644))
 		return p, false, false
 	}},
+	// The same with rolling, whose rows wait in in-progress files (an age
+	// no run here reaches): the oldest holds rows the first recovery point
+	// covers, up to a prefix the record names. Damage past that prefix, or
+	// to a file whose rolled copy is on record (disk-phase rolls at each
+	// receipt), is harmless: the reference's output, or a refusal naming it.
+	{"inprogress-deleted", "append-inprogress", func(t *testing.T, e destExec, out string, _ *rand.Rand) (string, bool, bool) {
+		p := oldestInProgress(t, e, out)
+		must(t, os.Remove(p))
+		return p, false, true
+	}},
+	{"inprogress-flipped", "append-inprogress", func(t *testing.T, e destExec, out string, r *rand.Rand) (string, bool, bool) {
+		p := oldestInProgress(t, e, out)
+		b := readFile(t, p)
+		b[r.IntN(len(b))] ^= 0x5A
+		must(t, os.WriteFile(p, b, 0o644))
+		return p, false, true
+	}},
+}
+
+// oldestInProgress is oldestAppend's in-progress file. Disk-phase rolls at
+// every receipt, and a complete job commit removes the in-progress files
+// its record lists, so at its kill point (after a job commit) it has none.
+func oldestInProgress(t *testing.T, e destExec, out string) string {
+	t.Helper()
+	dir := filepath.Join(out, sink.InProgressDir)
+	if entries, _ := os.ReadDir(dir); len(entries) == 0 && e.name == "diskphase" {
+		t.Skip("disk-phase keeps no in-progress file past a complete job commit")
+	}
+	return oldestAppend(t, dir)
 }
 
 // oldestAppend returns the append file flushed first: at the kill points
@@ -241,7 +270,13 @@ func damageAndResume(t *testing.T, e destExec, d destDamage, r *rand.Rand) {
 	format := []string{"parquet", "csv"}[r.IntN(2)]
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	args := append([]string{"run", "--executor", e.name, "--job", "etl", "--sink-mode", d.mode, "--output-format", format,
+	// Append files themselves: every flush visible at once; in-progress
+	// files: rolling with an age no run here reaches.
+	mode, roll := d.mode, "0"
+	if d.mode == "append-inprogress" {
+		mode, roll = "append", "1h"
+	}
+	args := append([]string{"run", "--executor", e.name, "--job", "etl", "--sink-mode", mode, "--roll-age", roll, "--output-format", format,
 		"--input", genInput(dataSeed, pointKillRate), "--output", out, "--storage", "file://" + filepath.Join(dir, "store"),
 		"--summary", "json"}, e.settings...)
 	point := e.point

@@ -51,6 +51,8 @@ type runFlags struct {
 	detectDelay, acquireDelay    time.Duration
 	jobInterval                  time.Duration
 	sinkThrottle                 float64
+	rollAge                      time.Duration
+	rollSize                     string
 	lostPieceRecovery            string
 	resume                       string
 	resolveMemory                string
@@ -105,6 +107,8 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.outputFormat, "output-format", "parquet", "output file format: parquet, csv")
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
 	fl.Float64Var(&f.sinkThrottle, "sink-throttle", 0, "`ROWS/S`: the sink takes at most this many rows a second, shared by every writer, as a slow destination would (0 = unthrottled)")
+	fl.DurationVar(&f.rollAge, "roll-age", sink.DefaultRollPolicy.Age, "append: rows a flush wrote become visible when their in-progress file rolls, at most this long after its first rows (0 = each flush is its own visible file, visible at once)")
+	fl.StringVar(&f.rollSize, "roll-size", defaultRollSize(), "append: an in-progress file also rolls once it holds this many bytes, 8 a value (0 = no size limit)")
 	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
 	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")
 	fl.DurationVar(&f.storageTimeout, "storage-timeout", storage.DefaultCallTimeout, fmt.Sprintf("S3: a storage call making no progress this long fails; the run waits for storage that stopped answering up to %dx this, then fails", storage.OutageCalls))
@@ -171,6 +175,10 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if !(f.sinkThrottle >= 0) || math.IsInf(f.sinkThrottle, 0) {
 		return cfg, nil, usagef("invalid --sink-throttle %v: rows per second, 0 (unthrottled) or more", f.sinkThrottle)
 	}
+	roll, err := f.rollPolicy()
+	if err != nil {
+		return cfg, nil, err
+	}
 	if f.cpTimeout <= 0 {
 		return cfg, nil, usagef("invalid --checkpoint-timeout %s: must be positive", f.cpTimeout)
 	}
@@ -211,7 +219,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	cfg = run.Config{
 		Job: f.job, Executor: f.executor,
 		Output: f.output, Storage: f.storage, S3Endpoint: f.s3, StorageTimeout: f.storageTimeout, Parallelism: f.parallelism,
-		Seed: f.seed, DetectDelay: f.detectDelay, AcquireDelay: f.acquireDelay, SinkRowsPerSecond: f.sinkThrottle,
+		Seed: f.seed, DetectDelay: f.detectDelay, AcquireDelay: f.acquireDelay, SinkRowsPerSecond: f.sinkThrottle, SinkRoll: roll,
 		ResolveMemory: resolveMemory,
 		Params:        job.Params{Window: millis(f.window), JoinWindow: millis(f.joinWindow), MaxDisorder: millis(f.disorder)},
 	}

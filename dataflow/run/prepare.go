@@ -168,6 +168,9 @@ func Prepare(ctx context.Context, cfg Config, alloc memory.Allocator, log *slog.
 	if err := sink.Throttle(env.Sink, cfg.SinkRowsPerSecond); err != nil {
 		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
 	}
+	if err := sink.Roll(env.Sink, cfg.SinkRoll); err != nil {
+		return nil, fmt.Errorf("output %s: %w", cfg.Output, err)
+	}
 	if withStore {
 		if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
 			// storage.Open's errors name the location already.

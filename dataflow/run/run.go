@@ -43,6 +43,9 @@ type Config struct {
 	// executor's writers together take at most this many rows a second,
 	// a destination slower than the engine; 0 = unthrottled.
 	SinkRowsPerSecond float64
+	// SinkRoll is when an append sink's in-progress files become visible
+	// (sink.Roll); the zero value publishes every flush at once.
+	SinkRoll sink.RollPolicy
 	// ResolveMemory bounds the rows Finish holds in memory while it
 	// counts the output (sink.ResolveOptions.MemoryBudget; 0 = the
 	// default); beyond it sorted runs spill to the temporary directory.

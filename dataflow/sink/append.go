@@ -7,11 +7,13 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
-// appendSink publishes every flush as a new visible file. It never
-// deduplicates: a replay after a crash shows up as duplicate rows, which
-// Resolve counts.
+// appendSink publishes flushed rows as visible files: every flush its own
+// file, or, with a roll policy, an in-progress file per writer rolled by
+// age and size (roll.go). It never deduplicates: a replay after a crash
+// shows up as duplicate rows, which Resolve counts.
 type appendSink struct {
 	*base
 
@@ -20,11 +22,16 @@ type appendSink struct {
 	// Writer for the same pair continues the sequence instead of colliding.
 	nextSeq map[[2]int]int
 
+	rollMu  sync.Mutex
+	roll    RollPolicy
+	writers map[*appendWriter]struct{} // open writers, for the age check
+	ticking bool
+
 	aj appendJournal
 }
 
 func newAppendSink(b *base) *appendSink {
-	return &appendSink{base: b, nextSeq: map[[2]int]int{}}
+	return &appendSink{base: b, nextSeq: map[[2]int]int{}, writers: map[*appendWriter]struct{}{}}
 }
 
 func (s *appendSink) Mode() Mode { return Append }
@@ -34,14 +41,33 @@ func (s *appendSink) Writer(subtask, attempt int) (Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &appendWriter{writerBase: wb, s: s}, nil
+	w := &appendWriter{writerBase: wb, s: s}
+	s.rollMu.Lock()
+	s.writers[w] = struct{}{}
+	s.rollMu.Unlock()
+	return w, nil
 }
 
-func (s *appendSink) Finish() error { return nil }
+func (s *appendSink) policy() RollPolicy {
+	s.rollMu.Lock()
+	defer s.rollMu.Unlock()
+	return s.roll
+}
 
-// Close drops the unflushed rows of every writer still open.
+// Close drops the unflushed rows of every writer still open. In-progress
+// files stay as they are: their rows are durable, and a resumed run
+// publishes what a recovery point covers.
 func (s *appendSink) Close() error {
 	s.closeWriters()
+	s.rollMu.Lock()
+	ws := s.liveWriters()
+	s.writers = map[*appendWriter]struct{}{}
+	s.rollMu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		w.closeInProgress()
+		w.mu.Unlock()
+	}
 	return nil
 }
 
@@ -59,55 +85,107 @@ type appendWriter struct {
 	s *appendSink
 	// files is what this writer's flushes published, for Receipt.
 	files []appendFile
+	// cur is the open in-progress file, with a roll policy.
+	cur *inProgress
 }
 
-// Flush publishes everything buffered, whatever its epoch, as one new
-// visible file: written hidden, synced, then linked under its final name
-// (which never replaces an existing file) and the directory synced. A flush
-// with nothing buffered publishes nothing.
-func (w *appendWriter) Flush(epoch int64) error {
+// Flush makes everything buffered durable (see FlushVisible).
+func (w *appendWriter) Flush(epoch int64) error { return w.FlushVisible(epoch, nil) }
+
+// FlushVisible makes everything buffered, whatever its epoch, durable.
+// Without a roll policy it publishes it as one new visible file; with one
+// it appends it to the writer's in-progress file, and rolls that file
+// when it is due. A flush with nothing buffered publishes nothing, but
+// may roll.
+func (w *appendWriter) FlushVisible(epoch int64, visible func(time.Time)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.check(); err != nil {
 		return err
 	}
+	p := w.s.policy()
 	chunks, release, ok := w.takeAll()
-	if !ok {
+	if !p.rolls() {
+		if ok {
+			defer release()
+			if err := w.publish(chunks, epoch, ""); err != nil {
+				return err
+			}
+		}
+		if visible != nil {
+			visible(time.Now())
+		}
 		return nil
 	}
-	defer release()
-	dir := w.sink.dir
-	ext := extOf(w.sink.format)
+	if ok {
+		err := w.appendInProgress(chunks, epoch)
+		release()
+		if err != nil {
+			return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+		}
+		if visible != nil {
+			w.cur.waiting = append(w.cur.waiting, visible)
+		}
+	} else if visible != nil {
+		visible(time.Now())
+	}
+	if w.cur != nil && w.cur.due(p, time.Now()) {
+		return w.rollLocked()
+	}
+	return nil
+}
+
+// publish writes chunks as one new visible file: written hidden, synced,
+// then linked under its final name (which never replaces an existing
+// file) and the directory synced. from names the in-progress file the
+// rows come from, if any.
+func (w *appendWriter) publish(chunks [][][]int64, epoch int64, from string) error {
+	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt))
+	if err != nil {
+		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+	}
+	f.epoch, f.From = epoch, from
+	w.files = append(w.files, f)
+	w.s.flushed(f)
+	return nil
+}
+
+// publishChunks publishes chunks under part-s<subtask>-a<attempt>-<seq>,
+// or the next free seq when an earlier process took that name.
+func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int) (appendFile, error) {
+	dir := s.dir
+	ext := extOf(s.format)
 	// The checksum is taken as the file is written, for the journal.
 	h := crc32.New(castagnoli)
-	enc := encodeFile(w.sink.format, w.sink.shape, chunks)
-	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", w.subtask, w.attempt), func(out io.Writer) error {
+	enc := encodeFile(s.format, s.shape, chunks)
+	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", subtask, attempt), func(out io.Writer) error {
 		return enc(io.MultiWriter(out, h))
 	})
 	if err != nil {
-		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+		return appendFile{}, err
 	}
 	// A name can be taken only by an earlier process that used the same
 	// subtask and attempt numbers; skip past it rather than overwrite.
 	var name string
 	for tries := 0; ; tries++ {
-		name = fmt.Sprintf("part-s%d-a%d-%06d%s", w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt), ext)
+		name = fmt.Sprintf("part-s%d-a%d-%06d%s", subtask, attempt, seq, ext)
 		_, err = linkNoReplace(tmp, filepath.Join(dir, name))
 		if err == nil || !errors.Is(err, errTargetExists) || tries > 1_000_000 {
 			break
 		}
+		seq = s.seq(subtask, attempt)
 	}
 	if err != nil {
 		_ = removeIfExists(tmp)
-		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+		return appendFile{}, err
 	}
 	if err := syncDir(dir); err != nil {
-		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+		return appendFile{}, err
 	}
 	// Only now drop the temporary name: removed earlier, a crash could
 	// persist the removal but not the link.
 	if err := removeIfExists(tmp); err != nil {
-		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
+		return appendFile{}, err
 	}
 	var rows int64
 	for _, c := range chunks {
@@ -115,13 +193,32 @@ func (w *appendWriter) Flush(epoch int64) error {
 			rows += int64(len(c[0]))
 		}
 	}
-	f := appendFile{File: name, Rows: rows, Size: size, CRC32C: h.Sum32(), epoch: epoch}
-	w.files = append(w.files, f)
-	w.s.flushed(f)
-	return nil
+	return appendFile{File: name, Rows: rows, Size: size, CRC32C: h.Sum32()}, nil
 }
 
-func (w *appendWriter) Close() error { return w.close() }
+// Close publishes what the writer's in-progress file holds (flushed rows
+// are durable and acknowledged; a dead worker's flushed rows are on disk
+// too) and drops the unflushed rest.
+func (w *appendWriter) Close() error {
+	w.mu.Lock()
+	var err error
+	if w.cur != nil && !w.closed && w.err == nil {
+		err = w.rollLocked()
+	}
+	w.closeInProgress()
+	// Closed under the same lock as the roll: a Write a throttle held
+	// back finds the writer closed when it wakes.
+	w.closed = true
+	w.dropLocked()
+	w.mu.Unlock()
+	w.s.rollMu.Lock()
+	delete(w.s.writers, w)
+	w.s.rollMu.Unlock()
+	if cerr := w.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // finishAll turns buffers into column chunks, releasing them when done.
 func finishAll(bufs []*rowBuf) (chunks [][][]int64, release func()) {

@@ -57,7 +57,9 @@ import (
 // appendRecordDir holds the append sink's records.
 const appendRecordDir = "append/"
 
-const appendRecordVersion = 1
+// appendRecordVersion 2 added in-progress files (rolling); version 1
+// records, which have none, are read as they are.
+const appendRecordVersion = 2
 
 // appendFile is what a record says one visible append file holds.
 type appendFile struct {
@@ -65,18 +67,38 @@ type appendFile struct {
 	Rows   int64  `json:"rows"`
 	Size   int64  `json:"size"`
 	CRC32C uint32 `json:"crc32c"`
+	// From is the in-progress file a roll made it from: once a record of
+	// a durable point lists it, that file is not needed.
+	From string `json:"from,omitempty"`
 	// epoch is the flush's, in memory only: a record of epoch E lists
 	// the files of epochs <= E.
 	epoch int64
 }
 
+// inProgressEntry says what the first Bytes of an in-progress file hold
+// (see roll.go): the rows of its flushes of epochs <= the record's.
+type inProgressEntry struct {
+	File   string `json:"file"`
+	Bytes  int64  `json:"bytes"`
+	Rows   int64  `json:"rows"`
+	CRC32C uint32 `json:"crc32c"`
+	epoch  int64
+}
+
+func (e inProgressEntry) holds() string {
+	return fmt.Sprintf("%d bytes hold %d rows, crc32c %08x", e.Bytes, e.Rows, e.CRC32C)
+}
+
 type appendRecord struct {
-	V     int          `json:"v"`
-	Epoch int64        `json:"epoch"`
-	Files []appendFile `json:"files"`
+	V          int               `json:"v"`
+	Epoch      int64             `json:"epoch"`
+	Files      []appendFile      `json:"files"`
+	InProgress []inProgressEntry `json:"in_progress,omitempty"`
 }
 
 var appendNameRE = regexp.MustCompile(`^part-s[0-9]+-a[0-9]+-[0-9]{6,}\.[a-z]+$`)
+
+var inProgressNameRE = regexp.MustCompile(`^` + InProgressDir + `/part-s[0-9]+-a[0-9]+-[0-9]{6,}\.[a-z]+$`)
 
 // appendRecordRE: <epoch, 20 digits>-<16 hex digits>.json
 var appendRecordRE = regexp.MustCompile(`^([0-9]{20})-[0-9a-f]{16}\.json$`)
@@ -88,7 +110,9 @@ func appendRecordName(epoch int64) string {
 }
 
 func encodeAppendRecord(r appendRecord) []byte {
-	r.V = appendRecordVersion
+	if r.V == 0 {
+		r.V = appendRecordVersion
+	}
 	b, _ := json.Marshal(r) // plain fields: cannot fail
 	return b
 }
@@ -109,18 +133,23 @@ func decodeAppendRecord(name string, data []byte) (appendRecord, error) {
 	if d.More() {
 		return r, fmt.Errorf("append record %s: data after the record", name)
 	}
-	if r.V != appendRecordVersion {
-		return r, fmt.Errorf("append record %s: version %d, want %d", name, r.V, appendRecordVersion)
+	if r.V < 1 || r.V > appendRecordVersion {
+		return r, fmt.Errorf("append record %s: version %d, want 1 to %d", name, r.V, appendRecordVersion)
 	}
 	if r.Epoch < 0 || fmt.Sprintf("%020d", r.Epoch) != m[1] {
 		return r, fmt.Errorf("append record %s: epoch %d disagrees with its name", name, r.Epoch)
 	}
-	if len(r.Files) == 0 {
+	if len(r.Files) == 0 && len(r.InProgress) == 0 {
 		return r, fmt.Errorf("append record %s lists no file", name)
 	}
 	for _, f := range r.Files {
-		if !appendNameRE.MatchString(f.File) || f.Rows < 0 || f.Size <= 0 {
+		if !appendNameRE.MatchString(f.File) || f.Rows < 0 || f.Size <= 0 || (f.From != "" && !inProgressNameRE.MatchString(f.From)) {
 			return r, fmt.Errorf("append record %s: entry %q with %d rows, %d bytes is not an append file", name, f.File, f.Rows, f.Size)
+		}
+	}
+	for _, e := range r.InProgress {
+		if !inProgressNameRE.MatchString(e.File) || e.Rows < 0 || e.Bytes < segHeader {
+			return r, fmt.Errorf("append record %s: in-progress entry %q with %d rows, %d bytes is not an in-progress file", name, e.File, e.Rows, e.Bytes)
 		}
 	}
 	return r, nil
@@ -139,8 +168,13 @@ type appendJournal struct {
 	mu       sync.Mutex
 	journal  *Journal
 	pending  []appendFile // flushed since the newest record
-	records  []appendRecord
-	checked  bool
+	// pendingIP: in-progress appends since the newest record.
+	pendingIP []inProgressEntry
+	// rolled: in-progress files whose visible file a record lists, by
+	// that record's epoch; removed once a point that late is complete.
+	rolled  map[string]int64
+	records []appendRecord
+	checked bool
 }
 
 // Attach implements Attacher: it reads the run's append records; the
@@ -161,19 +195,31 @@ func (s *appendSink) Attach(j *Journal) error {
 	if err != nil {
 		return err
 	}
-	recs = slices.DeleteFunc(recs, func(r appendRecord) bool { return r.Files == nil })
+	recs = slices.DeleteFunc(recs, func(r appendRecord) bool { return r.Files == nil && r.InProgress == nil })
 	s.aj.mu.Lock()
 	defer s.aj.mu.Unlock()
-	s.aj.journal, s.aj.records, s.aj.pending, s.aj.checked = j, recs, nil, false
+	s.aj.journal, s.aj.records, s.aj.pending, s.aj.pendingIP, s.aj.checked = j, recs, nil, nil, false
+	s.aj.rolled = map[string]int64{}
 	return nil
 }
 
-// flushed notes a file Flush published, for the next record.
-func (s *appendSink) flushed(f appendFile) {
+// flushed notes a file Flush published, for the next record. It reports
+// whether there is a journal to note it in.
+func (s *appendSink) flushed(f appendFile) bool {
 	s.aj.mu.Lock()
 	defer s.aj.mu.Unlock()
 	if s.aj.journal != nil {
 		s.aj.pending = append(s.aj.pending, f)
+	}
+	return s.aj.journal != nil
+}
+
+// inProgressFlushed notes rows a flush appended to an in-progress file.
+func (s *appendSink) inProgressFlushed(e inProgressEntry) {
+	s.aj.mu.Lock()
+	defer s.aj.mu.Unlock()
+	if s.aj.journal != nil {
+		s.aj.pendingIP = append(s.aj.pendingIP, e)
 	}
 }
 
@@ -194,20 +240,42 @@ func (s *appendSink) Record(epoch int64) error {
 			later = append(later, f)
 		}
 	}
-	if j == nil || len(files) == 0 {
+	// An in-progress file's flushes come in epoch order, so those of
+	// epochs <= epoch are a prefix: the newest of them says it all.
+	var ips, laterIP []inProgressEntry
+	newest := map[string]int{}
+	for _, e := range s.aj.pendingIP {
+		if e.epoch > epoch {
+			laterIP = append(laterIP, e)
+			continue
+		}
+		if i, ok := newest[e.File]; ok {
+			ips[i] = e
+		} else {
+			newest[e.File] = len(ips)
+			ips = append(ips, e)
+		}
+	}
+	if j == nil || len(files)+len(ips) == 0 {
 		s.aj.mu.Unlock()
 		return nil
 	}
-	s.aj.pending = later
+	s.aj.pending, s.aj.pendingIP = later, laterIP
 	s.aj.mu.Unlock()
-	r := appendRecord{V: appendRecordVersion, Epoch: epoch, Files: files}
+	r := appendRecord{V: appendRecordVersion, Epoch: epoch, Files: files, InProgress: ips}
 	err := j.put(appendRecordDir+appendRecordName(epoch), encodeAppendRecord(r))
 	s.aj.mu.Lock()
 	defer s.aj.mu.Unlock()
 	if err != nil {
 		// Not recorded: the next record lists these files first.
 		s.aj.pending = append(files, s.aj.pending...)
+		s.aj.pendingIP = append(ips, s.aj.pendingIP...)
 		return err
+	}
+	for _, f := range files {
+		if f.From != "" {
+			s.aj.rolled[f.From] = epoch
+		}
 	}
 	// Only this process's first Recover reads the records; once it has
 	// run, they are durable in the journal and kept here for nobody, and
@@ -220,13 +288,58 @@ func (s *appendSink) Record(epoch int64) error {
 
 // Commit lists what Record(epoch) did not (nothing, when the executor
 // called it before the recovery point; the reference executor does not).
-func (s *appendSink) Commit(epoch int64) error { return s.Record(epoch) }
+// Commit also removes the in-progress files whose visible file a record
+// of an epoch <= epoch lists: that point is complete, so a resume starts
+// from it or a later one and never needs them again.
+func (s *appendSink) Commit(epoch int64) error {
+	if err := s.Record(epoch); err != nil {
+		return err
+	}
+	return s.aj.commitRolled(s.dir, epoch)
+}
+
+func (aj *appendJournal) commitRolled(dir string, epoch int64) error {
+	aj.mu.Lock()
+	var done []string
+	for l, e := range aj.rolled {
+		if e <= epoch {
+			done = append(done, l)
+			delete(aj.rolled, l)
+		}
+	}
+	aj.mu.Unlock()
+	// Not synced: a removal a crash undoes is done again by the resume,
+	// which finds the file's visible one on record.
+	for _, l := range done {
+		if err := removeIfExists(filepath.Join(dir, l)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Recover checks, once per process, every file a record of an epoch <=
 // complete lists. Records of newer epochs (a recovery point that was
 // recorded but is not the one resumed from) cover rows the replay writes
-// again, so they are not checked.
+// again, so they are not checked. An in-progress file such a record lists,
+// and no record <= complete lists the roll of, is checked up to the bytes
+// the newest record says it holds and those rows are published now (what
+// it holds after them comes again). Other in-progress files an earlier
+// process left are removed: their rows come again, or are visible already.
 func (s *appendSink) Recover(complete int64) error {
+	// The open writers' files, taken before aj.mu: a roll holds its
+	// writer's lock and then takes aj.mu.
+	open := map[string]bool{}
+	s.rollMu.Lock()
+	ws := s.liveWriters()
+	s.rollMu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		if w.cur != nil {
+			open[w.cur.name] = true
+		}
+		w.mu.Unlock()
+	}
 	s.aj.mu.Lock()
 	defer s.aj.mu.Unlock()
 	if s.aj.journal == nil || s.aj.checked {
@@ -234,6 +347,8 @@ func (s *appendSink) Recover(complete int64) error {
 	}
 	recs := slices.Clone(s.aj.records)
 	slices.SortFunc(recs, func(a, b appendRecord) int { return cmp.Compare(a.Epoch, b.Epoch) })
+	rolled := map[string]bool{}
+	ips := map[string]inProgressEntry{}
 	for _, r := range recs {
 		if r.Epoch > complete {
 			continue
@@ -242,7 +357,36 @@ func (s *appendSink) Recover(complete int64) error {
 			if err := s.verifyAppend(f, r.Epoch); err != nil {
 				return err
 			}
+			if f.From != "" {
+				rolled[f.From] = true
+			}
 		}
+		for _, e := range r.InProgress {
+			if old, ok := ips[e.File]; !ok || e.Bytes >= old.Bytes {
+				e.epoch = r.Epoch
+				ips[e.File] = e
+			}
+		}
+	}
+	names := make([]string, 0, len(ips))
+	for n := range ips {
+		if !rolled[n] {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		f, err := s.recoverInProgress(ips[n], ips[n].epoch)
+		if err != nil {
+			return err
+		}
+		// Listed by the next record; the in-progress file stays until a
+		// complete point has that record.
+		s.aj.pending = append(s.aj.pending, f)
+		open[n] = true
+	}
+	if err := removeInProgress(s.dir, open); err != nil {
+		return err
 	}
 	s.aj.checked = true
 	return nil

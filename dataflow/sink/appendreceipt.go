@@ -38,6 +38,16 @@ func (s *appendSink) Receipt(w Writer) ([]byte, error) {
 	}
 	aw.mu.Lock()
 	defer aw.mu.Unlock()
+	// A receipt names visible files only: what the writer's in-progress
+	// file holds is published first.
+	if aw.cur != nil {
+		if err := aw.check(); err != nil {
+			return nil, err
+		}
+		if err := aw.rollLocked(); err != nil {
+			return nil, err
+		}
+	}
 	// Never empty, even when nothing was published: an empty mark is a
 	// damaged one.
 	files := append([]appendFile{}, aw.files...)
@@ -56,7 +66,7 @@ func (s *appendSink) Adopt(epoch int64, receipt []byte) error {
 		return fmt.Errorf("append receipt of epoch %d is damaged (%d bytes): %s", epoch, len(receipt), refuseHint)
 	}
 	for _, f := range r.Files {
-		if !appendNameRE.MatchString(f.File) || f.Rows < 0 || f.Size <= 0 {
+		if !appendNameRE.MatchString(f.File) || f.Rows < 0 || f.Size <= 0 || (f.From != "" && !inProgressNameRE.MatchString(f.From)) {
 			return fmt.Errorf("append receipt of epoch %d: entry %q with %d rows, %d bytes is not an append file: %s", epoch, f.File, f.Rows, f.Size, refuseHint)
 		}
 		if err := s.verifyAppend(f, epoch); err != nil {

@@ -57,18 +57,24 @@ func FuzzDecodeAppendRecord(f *testing.F) {
 	f.Add(name, encodeAppendRecord(good))
 	f.Add(name, []byte(`{"v":1,"epoch":4,"files":[{"file":"part-s1-a0-000002.csv","rows":1,"size":1,"crc32c":0}]}`))
 	f.Add("x.json", []byte(`{"v":1,"epoch":0,"files":[]}`))
+	f.Add(name, []byte(`{"v":2,"epoch":3,"files":[],"in_progress":[{"file":"_inprogress/part-s0-a1-000004.csv","bytes":56,"rows":1,"crc32c":9}]}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
 		r, err := decodeAppendRecord(name, data)
 		if err != nil {
 			return
 		}
 		m := appendRecordRE.FindStringSubmatch(name)
-		if m == nil || fmt.Sprintf("%020d", r.Epoch) != m[1] || len(r.Files) == 0 {
+		if m == nil || fmt.Sprintf("%020d", r.Epoch) != m[1] || len(r.Files)+len(r.InProgress) == 0 {
 			t.Fatalf("accepted an inconsistent record %+v for %q", r, name)
 		}
 		for _, af := range r.Files {
 			if !appendNameRE.MatchString(af.File) || af.Rows < 0 || af.Size <= 0 {
 				t.Fatalf("accepted entry %+v", af)
+			}
+		}
+		for _, e := range r.InProgress {
+			if !inProgressNameRE.MatchString(e.File) || e.Rows < 0 || e.Bytes < segHeader {
+				t.Fatalf("accepted in-progress entry %+v", e)
 			}
 		}
 		again, err := decodeAppendRecord(name, encodeAppendRecord(r))

@@ -24,7 +24,9 @@ import (
 // so what a dropped writer loses also shows as memory returned.
 //
 // What each mode keeps in dir (<ext> is parquet or csv):
-//   - append: part-s<subtask>-a<attempt>-<seq>.<ext>, one per flush;
+//   - append: part-s<subtask>-a<attempt>-<seq>.<ext>, one per flush, or
+//     with a roll policy (Roll) one per roll, and the writers' in-progress
+//     files under _inprogress/ until their rows are visible and on record;
 //   - idempotent: the bbolt store _idempotent.db, and after Finish its
 //     export part-idempotent.<ext>;
 //   - transactional: _staging/e<epoch>-s<subtask>-a<attempt>-p<part>.<ext>

@@ -1,0 +1,276 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The append writer's side of rolling (see roll.go): what a flush appends
+// to the in-progress file, when the file rolls, and what a resumed run does
+// with in-progress files an earlier process left.
+
+// setRoll sets the policy and, for a rolling one, starts the age check: a
+// writer that stops flushing (an idle input) still rolls within about
+// Age/4 of its file falling due.
+func (s *appendSink) setRoll(p RollPolicy) {
+	s.rollMu.Lock()
+	defer s.rollMu.Unlock()
+	s.roll = p
+	if !p.rolls() || s.ticking {
+		return
+	}
+	s.ticking = true
+	go s.ageCheck()
+}
+
+func (s *appendSink) ageCheck() {
+	for {
+		p := s.policy()
+		every := max(p.Age/4, time.Millisecond)
+		if !p.rolls() {
+			every = 100 * time.Millisecond
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-s.done:
+			t.Stop()
+			return
+		case now := <-t.C:
+			s.rollMu.Lock()
+			ws := s.liveWriters()
+			s.rollMu.Unlock()
+			for _, w := range ws {
+				w.mu.Lock()
+				if w.cur != nil && !w.closed && w.err == nil && w.cur.due(p, now) {
+					// A failed roll poisons the writer; its next Flush says why.
+					_ = w.rollLocked()
+				}
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+// liveWriters lists the open writers; rollMu held.
+func (s *appendSink) liveWriters() []*appendWriter {
+	ws := make([]*appendWriter, 0, len(s.writers))
+	for w := range s.writers {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// appendInProgress appends chunks to the in-progress file as one segment,
+// opening a new file first when there is none, and rolling the open one
+// first when epoch is older than its newest (so that a record's prefix of
+// a file holds exactly its flushes of epochs <= the record's). w.mu held.
+func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
+	if w.cur != nil && epoch < w.cur.epoch {
+		if err := w.rollLocked(); err != nil {
+			return err
+		}
+	}
+	ext := extOf(w.sink.format)
+	for tries := 0; w.cur == nil; tries++ {
+		name := fmt.Sprintf("part-s%d-a%d-%06d%s", w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt), ext)
+		if _, err := os.Lstat(filepath.Join(w.sink.dir, name)); err == nil && tries < 1_000_000 {
+			continue // an earlier process published it
+		}
+		ip, ok, err := createInProgress(w.sink.dir, name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.cur = ip
+		} else if tries > 1_000_000 {
+			return fmt.Errorf("no free in-progress name for subtask %d attempt %d", w.subtask, w.attempt)
+		}
+	}
+	seg, rows := encodeSegment(len(w.sink.shape.cols), chunks)
+	if err := w.cur.append(seg, rows, epoch, time.Now()); err != nil {
+		return err
+	}
+	w.s.inProgressFlushed(inProgressEntry{File: w.cur.name, Bytes: w.cur.bytes, Rows: w.cur.rows, CRC32C: w.cur.crc, epoch: epoch})
+	return nil
+}
+
+// rollLocked publishes the in-progress file's rows as one visible file,
+// under the name the in-progress file reserved (or the next free one), and
+// tells the flushes waiting on it. The in-progress file is removed once a
+// durable recovery point lists the visible one (appendJournal.commitRolled),
+// at once without a journal. w.mu held.
+func (w *appendWriter) rollLocked() error {
+	ip := w.cur
+	if ip == nil {
+		return nil
+	}
+	data, err := readPrefix(filepath.Join(w.sink.dir, ip.name), ip.bytes, ip.crc)
+	if err != nil {
+		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
+	}
+	chunks, _, err := decodeSegments(data, len(w.sink.shape.cols))
+	if err != nil {
+		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
+	}
+	seq, err := seqOf(ip.name)
+	if err != nil {
+		return w.fail(err)
+	}
+	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq)
+	if err != nil {
+		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
+	}
+	f.epoch, f.From = ip.epoch, ip.name
+	w.files = append(w.files, f)
+	w.closeInProgress()
+	if !w.s.flushed(f) {
+		_ = removeIfExists(filepath.Join(w.sink.dir, ip.name))
+	}
+	now := time.Now()
+	for _, v := range ip.waiting {
+		v(now)
+	}
+	return nil
+}
+
+// closeInProgress closes the in-progress file's handle and forgets it;
+// the file stays. w.mu held.
+func (w *appendWriter) closeInProgress() {
+	if w.cur != nil {
+		_ = w.cur.f.Close()
+		w.cur = nil
+	}
+}
+
+// seqOf is the sequence number in an in-progress or visible append name.
+func seqOf(name string) (int, error) {
+	base := strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+	i := strings.LastIndexByte(base, '-')
+	var seq int
+	if i < 0 {
+		return 0, fmt.Errorf("append file name %s has no sequence number", name)
+	}
+	if _, err := fmt.Sscanf(base[i+1:], "%d", &seq); err != nil {
+		return 0, fmt.Errorf("append file name %s has no sequence number", name)
+	}
+	return seq, nil
+}
+
+// subtaskAttemptOf reads s<S>-a<A> from an append name.
+func subtaskAttemptOf(name string) (subtask, attempt int, err error) {
+	if _, err := fmt.Sscanf(filepath.Base(name), "part-s%d-a%d-", &subtask, &attempt); err != nil {
+		return 0, 0, fmt.Errorf("append file name %s names no subtask and attempt", name)
+	}
+	return subtask, attempt, nil
+}
+
+// Finish rolls every open writer's in-progress file, lists what is not
+// on record yet in a record, and removes the in-progress files whose rows
+// are now visible and on record. A bounded run's epochs are all covered by
+// its last recovery point when the executor returns, so that record is
+// one a resume reads.
+func (s *appendSink) Finish() error {
+	s.rollMu.Lock()
+	ws := s.liveWriters()
+	s.rollMu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		var err error
+		if w.cur != nil && !w.closed && w.err == nil {
+			err = w.rollLocked()
+		}
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	s.aj.mu.Lock()
+	last := int64(-1)
+	for _, f := range s.aj.pending {
+		last = max(last, f.epoch)
+	}
+	for _, e := range s.aj.pendingIP {
+		last = max(last, e.epoch)
+	}
+	s.aj.mu.Unlock()
+	if last >= 0 {
+		if err := s.Record(last); err != nil {
+			return err
+		}
+	}
+	if err := s.aj.commitRolled(s.dir, math.MaxInt64); err != nil {
+		return err
+	}
+	// Gone once empty; a file still in it is one a resume needs.
+	_ = os.Remove(filepath.Join(s.dir, InProgressDir))
+	return nil
+}
+
+// recoverInProgress publishes the rows a record says the first e.Bytes of
+// an in-progress file hold, after checking them, as a visible file; the
+// rows after them were flushed after the recovery point and come again.
+// A missing or damaged file is refused, naming it.
+func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64) (appendFile, error) {
+	path := filepath.Join(s.dir, e.File)
+	data, err := readPrefix(path, e.Bytes, e.CRC32C)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is missing (the run's record of its destination says its first %s): %s",
+			path, epoch, e.holds(), refuseHint)
+	case errors.Is(err, errShortPrefix) || errors.Is(err, errPrefixCRC):
+		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
+			path, epoch, err, e.holds(), refuseHint)
+	case err != nil:
+		return appendFile{}, fmt.Errorf("checking in-progress append file %s: %w", path, err)
+	}
+	chunks, rows, err := decodeSegments(data, len(s.shape.cols))
+	if err == nil && rows != e.Rows {
+		err = fmt.Errorf("it holds %d rows", rows)
+	}
+	if err != nil {
+		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
+			path, epoch, err, e.holds(), refuseHint)
+	}
+	subtask, attempt, err := subtaskAttemptOf(e.File)
+	if err != nil {
+		return appendFile{}, err
+	}
+	seq, err := seqOf(e.File)
+	if err != nil {
+		return appendFile{}, err
+	}
+	f, err := s.publishChunks(chunks, subtask, attempt, seq)
+	if err != nil {
+		return appendFile{}, fmt.Errorf("publishing the rows of in-progress file %s: %w", path, err)
+	}
+	f.epoch, f.From = epoch, e.File
+	return f, nil
+}
+
+// removeInProgress removes the in-progress files no one needs: keep names
+// the ones a resume still relies on.
+func removeInProgress(dir string, keep map[string]bool) error {
+	idir := filepath.Join(dir, InProgressDir)
+	entries, err := os.ReadDir(idir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", idir, err)
+	}
+	for _, e := range entries {
+		if keep[filepath.Join(InProgressDir, e.Name())] {
+			continue
+		}
+		if err := removeIfExists(filepath.Join(idir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

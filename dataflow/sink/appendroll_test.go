@@ -1,0 +1,314 @@
+package sink
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rollingSink opens an append sink over f with policy p.
+func rollingSink(t *testing.T, f *fixture, format Format, p RollPolicy) Sink {
+	t.Helper()
+	s := f.open(Append, format)
+	must(t, Roll(s, p), "roll policy")
+	return s
+}
+
+// visibleCount counts callbacks of FlushVisible.
+type visibleCount struct {
+	mu sync.Mutex
+	n  int
+	at []time.Time
+}
+
+func (v *visibleCount) fn(at time.Time) {
+	v.mu.Lock()
+	v.n++
+	v.at = append(v.at, at)
+	v.mu.Unlock()
+}
+
+func (v *visibleCount) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n
+}
+
+// TestAppendRollFewFiles: with a long roll age, many flushes make no
+// visible file until Finish, which publishes one file per writer holding
+// every row; the flushes learn their rows are visible only then.
+func TestAppendRollFewFiles(t *testing.T) {
+	for _, format := range []Format{Parquet, CSV} {
+		t.Run(string(format), func(t *testing.T) {
+			f := newFixture(t)
+			r, _ := newRand(t)
+			g := newGen(r, 200, 2000)
+			s := rollingSink(t, f, format, RollPolicy{Age: time.Hour})
+			defer s.Close()
+			ws := []Writer{f.writer(s, 0, 0), f.writer(s, 1, 0)}
+			var all [][]int64
+			var vis visibleCount
+			for i := 0; i < 40; i++ {
+				for _, w := range ws {
+					rows := g.rows(20)
+					all = append(all, rows...)
+					f.write(w, int64(i/10), rows)
+					must(t, w.(VisibleFlusher).FlushVisible(int64(i/10), vis.fn), "flush")
+				}
+			}
+			if n := len(visibleNames(t, f.dir)); n != 0 {
+				t.Fatalf("%d visible files before the roll, want 0", n)
+			}
+			if vis.count() != 0 {
+				t.Fatalf("%d flushes told visible before the roll", vis.count())
+			}
+			must(t, s.Finish(), "finish")
+			if n := len(visibleNames(t, f.dir)); n != 2 {
+				t.Fatalf("%d visible files after Finish, want 2 (one per writer): %v", n, visibleNames(t, f.dir))
+			}
+			if vis.count() != 80 {
+				t.Fatalf("%d of 80 flushes told visible after Finish", vis.count())
+			}
+			if _, err := os.Stat(filepath.Join(f.dir, InProgressDir)); !os.IsNotExist(err) {
+				t.Fatalf("%s left after Finish: %v", InProgressDir, err)
+			}
+			_, st := f.wantResolved(all)
+			if st.DuplicateRows != 0 || st.VisibleRows != int64(len(all)) {
+				t.Fatalf("stats %+v, want %d visible rows and no duplicates", st, len(all))
+			}
+		})
+	}
+}
+
+// TestAppendRollBySize: a file rolls at the flush that brings it to the
+// size limit, so the files hold about that many bytes of rows each.
+func TestAppendRollBySize(t *testing.T) {
+	f := newFixture(t)
+	r, _ := newRand(t)
+	g := newGen(r, 200, 2000)
+	// 10 rows a flush: 24 + 10*4*8 = 344 bytes a segment; 1000 bytes
+	// roll at every third flush.
+	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour, Size: 1000})
+	defer s.Close()
+	w := f.writer(s, 0, 0)
+	var all [][]int64
+	for i := 0; i < 12; i++ {
+		rows := g.rows(10)
+		all = append(all, rows...)
+		f.write(w, 0, rows)
+		must(t, w.Flush(0), "flush")
+	}
+	if n := len(visibleNames(t, f.dir)); n != 4 {
+		t.Fatalf("%d visible files after 12 flushes rolling every 3, want 4: %v", n, visibleNames(t, f.dir))
+	}
+	must(t, w.Close(), "close writer")
+	f.wantResolved(all)
+}
+
+// TestAppendRollAgeWithoutFlush: rows of a writer that stops flushing
+// become visible about the roll age later, without another flush.
+func TestAppendRollAgeWithoutFlush(t *testing.T) {
+	f := newFixture(t)
+	r, _ := newRand(t)
+	g := newGen(r, 200, 2000)
+	s := rollingSink(t, f, CSV, RollPolicy{Age: 20 * time.Millisecond})
+	defer s.Close()
+	w := f.writer(s, 0, 0)
+	rows := g.rows(10)
+	f.write(w, 0, rows)
+	var vis visibleCount
+	t0 := time.Now()
+	must(t, w.(VisibleFlusher).FlushVisible(0, vis.fn), "flush")
+	for vis.count() == 0 {
+		if time.Since(t0) > 10*time.Second {
+			t.Fatal("rows not visible 10 s after a flush with a 20 ms roll age")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := vis.at[0].Sub(t0); d < 20*time.Millisecond {
+		t.Fatalf("rows visible %s after the flush, before the roll age", d)
+	}
+	f.wantResolved(rows)
+	must(t, w.Close(), "close writer")
+}
+
+// appendRollKilled writes, with a journal and a roll age no flush
+// reaches: epoch 0 in two flushes per subtask, Commit(0) (the record
+// names a prefix of each in-progress file), then epoch 1 (no record), and
+// leaves the sink as a killed process does: nothing rolled.
+func appendRollKilled(t *testing.T, f *fixture, j *Journal) (epoch0, epoch1 [][]int64) {
+	t.Helper()
+	r, _ := newRand(t)
+	g := newGen(r, 300, 1000)
+	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	attach(t, s, j)
+	must(t, s.Recover(-1), "recover")
+	ws := []Writer{f.writer(s, 0, 0), f.writer(s, 1, 0)}
+	for e := int64(0); e < 2; e++ {
+		if e == 1 {
+			must(t, s.Commit(0), "commit 0")
+		}
+		for i := 0; i < 2; i++ {
+			for _, w := range ws {
+				rows := g.rows(25)
+				if e == 0 {
+					epoch0 = append(epoch0, rows...)
+				} else {
+					epoch1 = append(epoch1, rows...)
+				}
+				f.write(w, e, rows)
+				must(t, w.Flush(e), "flush")
+			}
+		}
+	}
+	must(t, s.Close(), "close") // no Finish, no writer closed: a kill
+	if n := len(visibleNames(t, f.dir)); n != 0 {
+		t.Fatalf("%d visible files before any roll", n)
+	}
+	return epoch0, epoch1
+}
+
+// TestAppendRollKilled: a resume from recovery point 0 publishes exactly
+// the rows the record says the in-progress files held at the point, not
+// those flushed after it (they come again), and refuses a missing or
+// damaged in-progress file, naming it.
+func TestAppendRollKilled(t *testing.T) {
+	ip := func(f *fixture) string { return filepath.Join(f.dir, InProgressDir, "part-s1-a0-000000.parquet") }
+	cases := []struct {
+		name   string
+		damage func(f *fixture) string // the path the refusal names ("": none)
+	}{
+		{"intact", func(*fixture) string { return "" }},
+		{"deleted", func(f *fixture) string { p := ip(f); must(f.t, os.Remove(p), "rm"); return p }},
+		{"flipped-in-prefix", func(f *fixture) string { p := ip(f); flipByte(f.t, p, 30); return p }},
+		{"truncated-into-prefix", func(f *fixture) string { p := ip(f); must(f.t, os.Truncate(p, 100), "truncate"); return p }},
+		// Past the recorded prefix: epoch 1's rows, which come again.
+		{"truncated-after-prefix", func(f *fixture) string {
+			p := ip(f)
+			fi, err := os.Stat(p)
+			must(f.t, err, "stat")
+			must(f.t, os.Truncate(p, fi.Size()-10), "truncate")
+			return ""
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			j := journalFor(t, t.TempDir())
+			epoch0, _ := appendRollKilled(t, f, j)
+			path := c.damage(f)
+			s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+			defer s.Close()
+			attach(t, s, j)
+			err := s.Recover(0)
+			if path != "" {
+				wantRefusal(t, err, path, "recover")
+				if !strings.Contains(err.Error(), "50 rows") {
+					t.Fatalf("refusal %q does not say what the recovery point says the file held", err)
+				}
+				return
+			}
+			must(t, err, "recover")
+			_, st := f.wantResolved(epoch0)
+			if st.VisibleRows != int64(len(epoch0)) {
+				t.Fatalf("%d visible rows after the resume, want epoch 0's %d", st.VisibleRows, len(epoch0))
+			}
+			// The published files go on the next record; once a point
+			// that late is complete the in-progress files are removed.
+			must(t, s.Commit(1), "commit 1")
+			if names := dirNames(t, filepath.Join(f.dir, InProgressDir)); len(names) != 0 {
+				t.Fatalf("in-progress files %v left after their rows were recorded visible", names)
+			}
+			// A second resume from point 1 checks the published files.
+			s2 := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+			defer s2.Close()
+			attach(t, s2, j)
+			must(t, s2.Recover(1), "second recover")
+			f.wantResolved(epoch0)
+		})
+	}
+}
+
+// TestAppendRollKilledAfterRoll: a kill after a roll and before the next
+// record leaves a visible file no record lists beside the in-progress file
+// the record names; the resume publishes the recorded prefix again (its
+// rows show as duplicates, counted) and leaves the unlisted file as it is.
+func TestAppendRollKilledAfterRoll(t *testing.T) {
+	f := newFixture(t)
+	j := journalFor(t, t.TempDir())
+	r, _ := newRand(t)
+	g := newGen(r, 300, 1000)
+	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	attach(t, s, j)
+	must(t, s.Recover(-1), "recover")
+	w := f.writer(s, 0, 0)
+	e0 := g.rows(30)
+	f.write(w, 0, e0)
+	must(t, w.Flush(0), "flush 0")
+	must(t, s.Record(0), "record 0")
+	e1 := g.rows(30)
+	f.write(w, 1, e1)
+	must(t, w.Flush(1), "flush 1")
+	must(t, w.(*appendWriter).roll(), "roll")
+	must(t, s.Close(), "close")
+	if n := len(visibleNames(t, f.dir)); n != 1 {
+		t.Fatalf("%d visible files after the roll, want 1", n)
+	}
+	s2 := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	defer s2.Close()
+	attach(t, s2, j)
+	must(t, s2.Recover(0), "recover")
+	if n := len(visibleNames(t, f.dir)); n != 2 {
+		t.Fatalf("%d visible files after the resume, want 2: %v", n, visibleNames(t, f.dir))
+	}
+	_, st := f.wantResolved(append(append([][]int64{}, e0...), e1...))
+	if st.DuplicateRows != int64(len(e0)) {
+		t.Fatalf("%d duplicate rows, want epoch 0's %d published twice", st.DuplicateRows, len(e0))
+	}
+}
+
+// TestAppendRollReceipt: a receipt names visible files only, so the
+// writer's in-progress file is rolled first.
+func TestAppendRollReceipt(t *testing.T) {
+	f := newFixture(t)
+	r, _ := newRand(t)
+	g := newGen(r, 300, 1000)
+	s := rollingSink(t, f, CSV, RollPolicy{Age: time.Hour})
+	defer s.Close()
+	w := f.writer(s, 0, 0)
+	rows := g.rows(30)
+	f.write(w, 0, rows)
+	must(t, w.Flush(0), "flush")
+	_, err := s.(Receipter).Receipt(w)
+	must(t, err, "receipt")
+	if n := len(visibleNames(t, f.dir)); n != 1 {
+		t.Fatalf("%d visible files after Receipt, want 1", n)
+	}
+	f.wantResolved(rows)
+	must(t, w.Close(), "close writer")
+}
+
+// TestRollPolicyRefused: a negative age or size is an error.
+func TestRollPolicyRefused(t *testing.T) {
+	f := newFixture(t)
+	s := f.open(Append, CSV)
+	defer s.Close()
+	for _, p := range []RollPolicy{{Age: -time.Second}, {Age: time.Second, Size: -1}} {
+		if err := Roll(s, p); err == nil {
+			t.Fatalf("Roll(%+v): no error", p)
+		}
+	}
+}
+
+// roll rolls the writer's in-progress file now.
+func (w *appendWriter) roll() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.check(); err != nil {
+		return err
+	}
+	return w.rollLocked()
+}

@@ -1,0 +1,234 @@
+package sink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Rolling (append mode). Publishing every flush as its own visible file
+// makes one small file per flush: thousands a second at a low buffer
+// timeout, each mostly Parquet footer. With a roll policy an append
+// writer keeps one in-progress file instead, under InProgressDir, and
+// every flush appends its rows to it and fsyncs it: the rows are durable
+// when Flush returns, as before, but not visible. The in-progress file
+// rolls (its rows are written as one visible data file, published the
+// usual way) once it is RollPolicy.Age old or RollPolicy.Size big, as
+// file sinks roll part files. The price is visibility: a row becomes
+// visible at its file's roll, up to Age after its flush, and the latency
+// an executor reports counts until then (VisibleFlusher).
+//
+// An in-progress file is a sequence of segments, one per flush:
+//
+//	"RWSG" | columns uint32 | rows uint64 | crc32c of the payload uint32 | 0 uint32
+//	payload: for each column in layout order, rows int64 values, little endian
+//
+// so the first n bytes of the file say exactly which rows they hold, and a
+// journal record can name a prefix (bytes, rows, crc32c) that a resumed run
+// checks and publishes (see appendroll.go).
+
+// InProgressDir holds the append sink's in-progress files. Its leading
+// underscore keeps it out of the output.
+const InProgressDir = "_inprogress"
+
+// RollPolicy says when an append writer's in-progress file becomes a
+// visible data file.
+type RollPolicy struct {
+	// Age: the file rolls at the first flush (or the sink's next check,
+	// every Age/4) once its first rows are this old. 0 rolls at every
+	// flush: no in-progress file, every flush visible at once.
+	Age time.Duration
+	// Size: the file also rolls at the flush that brings it to this many
+	// bytes (8 per value, a segment header per flush). 0: no size limit.
+	Size int64
+}
+
+// DefaultRollPolicy is what rewind run and rewind bench use unless told
+// otherwise (--roll-age, --roll-size); see docs/output-contract.md for why.
+var DefaultRollPolicy = RollPolicy{Age: 100 * time.Millisecond, Size: 32 << 20}
+
+func (p RollPolicy) rolls() bool { return p.Age > 0 }
+
+// Roll sets the roll policy of s's append writers, those handed out before
+// and after the call. Sinks of the other modes publish by their own rules
+// and ignore it. A negative age or size is an error.
+func Roll(s Sink, p RollPolicy) error {
+	if p.Age < 0 || p.Size < 0 {
+		return fmt.Errorf("roll policy: age %s and size %d must not be negative", p.Age, p.Size)
+	}
+	if a, ok := s.(*appendSink); ok {
+		a.setRoll(p)
+	}
+	return nil
+}
+
+// VisibleFlusher is implemented by writers whose Flush may leave rows
+// durable but not visible yet (append with a roll policy). An executor
+// that measures latency until rows are visible uses it.
+type VisibleFlusher interface {
+	// FlushVisible is Flush; visible is called once with the time the
+	// flushed rows became visible: before FlushVisible returns when they
+	// are visible at once, later, from whichever goroutine rolls the file,
+	// otherwise. It is never called for rows that do not become visible
+	// in this process (a failed writer, a sink closed unfinished).
+	FlushVisible(epoch int64, visible func(at time.Time)) error
+}
+
+const (
+	segMagic  = "RWSG"
+	segHeader = 24
+)
+
+// encodeSegment returns one segment holding chunks' rows.
+func encodeSegment(ncols int, chunks [][][]int64) (seg []byte, rows int64) {
+	for _, c := range chunks {
+		if len(c) > 0 {
+			rows += int64(len(c[0]))
+		}
+	}
+	seg = make([]byte, segHeader, segHeader+int(rows)*ncols*8)
+	for col := 0; col < ncols; col++ {
+		for _, c := range chunks {
+			for _, v := range c[col] {
+				seg = binary.LittleEndian.AppendUint64(seg, uint64(v))
+			}
+		}
+	}
+	copy(seg, segMagic)
+	binary.LittleEndian.PutUint32(seg[4:], uint32(ncols))
+	binary.LittleEndian.PutUint64(seg[8:], uint64(rows))
+	binary.LittleEndian.PutUint32(seg[16:], crc32.Checksum(seg[segHeader:], castagnoli))
+	return seg, rows
+}
+
+// decodeSegments reads the rows of data, a whole number of segments of
+// ncols columns, as column chunks (one per segment).
+func decodeSegments(data []byte, ncols int) (chunks [][][]int64, rows int64, err error) {
+	for off := 0; off < len(data); {
+		h := data[off:]
+		if len(h) < segHeader || string(h[:4]) != segMagic {
+			return nil, 0, fmt.Errorf("no segment header at byte %d", off)
+		}
+		nc := int(binary.LittleEndian.Uint32(h[4:]))
+		n := binary.LittleEndian.Uint64(h[8:])
+		if nc != ncols || n > uint64(len(h)) {
+			return nil, 0, fmt.Errorf("segment at byte %d says %d columns, %d rows; want %d columns", off, nc, n, ncols)
+		}
+		size := segHeader + int(n)*ncols*8
+		if len(h) < size {
+			return nil, 0, fmt.Errorf("segment at byte %d is cut short (%d of %d bytes)", off, len(h), size)
+		}
+		if crc32.Checksum(h[segHeader:size], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
+			return nil, 0, fmt.Errorf("segment at byte %d fails its checksum", off)
+		}
+		cols := make([][]int64, ncols)
+		p := h[segHeader:size]
+		for c := range cols {
+			cols[c] = make([]int64, n)
+			for i := range cols[c] {
+				cols[c][i] = int64(binary.LittleEndian.Uint64(p))
+				p = p[8:]
+			}
+		}
+		chunks = append(chunks, cols)
+		rows += int64(n)
+		off += size
+	}
+	return chunks, rows, nil
+}
+
+// inProgress is one writer's open in-progress file.
+type inProgress struct {
+	name    string // relative to the output directory: _inprogress/<visible name>
+	f       *os.File
+	bytes   int64
+	rows    int64
+	crc     uint32 // crc32c of the file's bytes so far
+	first   time.Time
+	epoch   int64 // greatest flush epoch in the file
+	waiting []func(time.Time)
+}
+
+// createInProgress creates dir/_inprogress/<visible> exclusively and makes
+// its name durable. ok is false when the name is taken.
+func createInProgress(dir, visible string) (ip *inProgress, ok bool, err error) {
+	idir := filepath.Join(dir, InProgressDir)
+	if err := os.MkdirAll(idir, 0o755); err != nil {
+		return nil, false, fmt.Errorf("creating %s: %w", idir, err)
+	}
+	name := filepath.Join(InProgressDir, visible)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("creating in-progress file: %w", err)
+	}
+	// The name must survive a crash: a record will point at it.
+	if err := syncDir(idir); err != nil {
+		_ = f.Close()
+		return nil, false, err
+	}
+	if err := syncDir(dir); err != nil {
+		_ = f.Close()
+		return nil, false, err
+	}
+	return &inProgress{name: name, f: f, epoch: -1}, true, nil
+}
+
+// append writes one segment and fsyncs the file.
+func (ip *inProgress) append(seg []byte, rows, epoch int64, now time.Time) error {
+	if _, err := ip.f.Write(seg); err != nil {
+		return fmt.Errorf("appending to in-progress file %s: %w", ip.name, err)
+	}
+	if err := ip.f.Sync(); err != nil {
+		return fmt.Errorf("syncing in-progress file %s: %w", ip.name, err)
+	}
+	if ip.rows == 0 && ip.first.IsZero() {
+		ip.first = now
+	}
+	ip.bytes += int64(len(seg))
+	ip.rows += rows
+	ip.crc = crc32.Update(ip.crc, castagnoli, seg)
+	ip.epoch = max(ip.epoch, epoch)
+	return nil
+}
+
+// due reports whether the file must roll now under p.
+func (ip *inProgress) due(p RollPolicy, now time.Time) bool {
+	if ip.rows == 0 {
+		return false
+	}
+	return !p.rolls() || now.Sub(ip.first) >= p.Age || (p.Size > 0 && ip.bytes >= p.Size)
+}
+
+// readPrefix reads the first n bytes of the in-progress file at path and
+// checks them against their crc32c.
+func readPrefix(path string, n int64, crc uint32) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(f, buf); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, errShortPrefix
+		}
+		return nil, err
+	}
+	if crc32.Checksum(buf, castagnoli) != crc {
+		return nil, errPrefixCRC
+	}
+	return buf, nil
+}
+
+var (
+	errShortPrefix = errors.New("shorter than its record says")
+	errPrefixCRC   = errors.New("its first bytes differ from its record")
+)
