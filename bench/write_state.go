@@ -1,14 +1,21 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/rewind-engine/rewind/bench/plots"
 )
 
-// WriteDir writes state.json into dir and returns the file written.
+// WriteDir writes state.json and two figures into dir (state-restore:
+// restore time against the bytes restored; state-rss: peak RSS against
+// keys; both log-log, a line per job and contestant) and returns the
+// files written.
 func (r *StateResults) WriteDir(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -18,7 +25,47 @@ func (r *StateResults) WriteDir(dir string) ([]string, error) {
 		return nil, err
 	}
 	f := filepath.Join(dir, "state.json")
-	return []string{f}, os.WriteFile(f, append(js, '\n'), 0o644)
+	if err := os.WriteFile(f, append(js, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	files := []string{f}
+	restore := r.curves(func(row StateRow) (float64, float64) { return float64(row.RestoreBytes) / 1e6, row.RestoreMs })
+	fig, err := plots.Sweep(dir, "state-restore", plots.Axes{Title: "Restore time against state restored",
+		X: "bytes restored (MB)", Y: "restore (ms)", LogX: true, LogY: true}, restore, nil)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, fig.SVG, fig.PNG)
+	rss := r.curves(func(row StateRow) (float64, float64) { return float64(row.Keys), float64(row.MaxRSSBytes) / 1e6 })
+	if fig, err = plots.Sweep(dir, "state-rss", plots.Axes{Title: "Peak RSS against keys",
+		X: "keys", Y: "peak RSS (MB)", LogX: true, LogY: true}, rss, nil); err != nil {
+		return nil, err
+	}
+	return append(files, fig.SVG, fig.PNG), nil
+}
+
+// curves are one line per job and contestant, in the order of the rows,
+// through xy of each successful row (sorted by x).
+func (r *StateResults) curves(xy func(StateRow) (float64, float64)) []plots.Curve {
+	var out []plots.Curve
+	at := map[string]int{}
+	for _, row := range r.Rows {
+		if row.Error != "" {
+			continue
+		}
+		name := row.Job + " " + row.Contestant
+		i, ok := at[name]
+		if !ok {
+			i, at[name] = len(out), len(out)
+			out = append(out, plots.Curve{Name: name})
+		}
+		x, y := xy(row)
+		out[i].Points = append(out[i].Points, plots.Point{X: x, XMin: x, XMax: x, Y: y, YMin: y, YMax: y})
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Points, func(a, b plots.Point) int { return cmp.Compare(a.X, b.X) })
+	}
+	return out
 }
 
 // WriteTable writes the table as Markdown, then every row's command.

@@ -148,7 +148,13 @@ func (g *wakeGauge) p99() float64 {
 	return percentile(<-g.done, 0.99)
 }
 
-var flagLatencyKeys = flag.Int("rw.latency.keys", 100_000, "keys of BenchmarkLatency's input")
+// BenchmarkLatency's defaults are `rewind run`'s; the flags take one
+// difference back at a time, to see which one moves the figure.
+var (
+	flagLatencyKeys   = flag.Int("rw.latency.keys", 100_000, "keys of BenchmarkLatency's input")
+	flagLatencyFormat = flag.String("rw.latency.format", "parquet", "BenchmarkLatency's output format")
+	flagLatencyRAM    = flag.Bool("rw.latency.ram", false, "put BenchmarkLatency's output and storage on a RAM disk (fastDir)")
+)
 
 // BenchmarkLatency paces the input at 100k records/s and reports end-to-end
 // latency (hand-over at the source to visible at the sink) with a 1 ms
@@ -169,7 +175,10 @@ func BenchmarkLatency(b *testing.B) {
 				var p50, p99, h99, w99 []float64
 				for i := 0; i < b.N; i++ {
 					dir := b.TempDir()
-					sc := &scenario{job: j, mode: mode, interval: time.Second, format: sink.Parquet,
+					if *flagLatencyRAM {
+						dir = fastDir(b)
+					}
+					sc := &scenario{job: j, mode: mode, interval: time.Second, format: sink.Format(*flagLatencyFormat),
 						storage: "file://" + filepath.Join(dir, "storage"), output: filepath.Join(dir, "out"),
 						inputs: map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=300000,keys=%d,partitions=2,seed=1,rate=100000", *flagLatencyKeys)}}
 					sc.plainAlloc, sc.measureOnly = true, true

@@ -82,6 +82,9 @@ func TestBenchStateMeasuresARun(t *testing.T) {
 		t.Fatalf("%d rows, want 1", len(res.Rows))
 	}
 	r := res.Rows[0]
+	if _, err := os.Stat(filepath.Join(out, "state-restore.svg")); err != nil {
+		t.Error(err)
+	}
 	if r.Error != "" || r.Records != 200000 || r.RPS <= 0 || r.MaxRSSBytes < 1<<20 || r.ReadBytes <= 0 || r.Points < 1 || r.RecoveredMs <= 0 {
 		t.Errorf("row %+v: want a billed crash, storage read back and the child's peak RSS", r)
 	}
