@@ -1,7 +1,7 @@
 # rewind: every target works on a fresh clone with only Go installed.
 GO ?= go
 
-.PHONY: test demo bench gobench build lint soak docs docs-check
+.PHONY: test demo bench bench-state gobench build lint soak docs docs-check
 
 ## test: gofmt, vet, and the whole suite under -race, with a local S3 server
 test:
@@ -16,12 +16,22 @@ soak:
 demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
-## bench: the standard suite, about 5 minutes: every executor three times, interleaved, one crash
+## bench: the standard suite, about 6 minutes: every executor three times, interleaved, one crash
 ## each (results, plots and report.html in rewind-bench/), then COST: every executor unpaced at
-## parallelism 1 and 2 against one thread, every job (rewind-bench/cost/)
+## parallelism 1 and 2 against one thread, every job (rewind-bench/cost/), then the latency table
+## of docs/benchmarks.md (about a minute: six rewind runs, rewind-bench/latency/)
 bench:
 	$(GO) run ./cmd/rewind bench --repeat 3 --out rewind-bench
 	$(GO) run ./cmd/rewind bench cost --out rewind-bench/cost
+	$(GO) run ./cmd/rewind bench latency --out rewind-bench/latency
+
+## bench-state: the state table of docs/benchmarks.md (rewind-bench/state/): every executor on
+## keyed-count and windowed-sum at 100 k, 1 M and 10 M keys, one crash each; long (the 10 M-key
+## inputs are 171 M records each): BENCH_STATE_KEYS=100000,1000000 for a shorter run
+BENCH_STATE_KEYS ?= 100000,1000000,10000000
+bench-state:
+	$(GO) build -o bin/rewind ./cmd/rewind
+	./bin/rewind bench state --keys $(BENCH_STATE_KEYS) --out rewind-bench/state
 
 ## gobench: every go benchmark once (figures vary on a shared machine: compare ratios within one run)
 gobench:

@@ -250,8 +250,8 @@ func replayCommandOf(fl *pflag.FlagSet, prefix string) string {
 		}
 		parts = append(parts, "--"+f.Name+"="+shellQuote(f.Value.String()))
 	})
-	if !fl.Changed("seed") {
-		parts = append(parts, "--seed="+fl.Lookup("seed").Value.String())
+	if seed := fl.Lookup("seed"); seed != nil && !fl.Changed("seed") {
+		parts = append(parts, "--seed="+seed.Value.String())
 	}
 	return strings.Join(parts, " ")
 }

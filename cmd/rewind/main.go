@@ -109,7 +109,8 @@ after a crash.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{flagError(cmd, err)} })
 	benchCmd := newBenchCmd(stdout, stderr)
-	benchCmd.AddCommand(newBenchCompareCmd(stdout), newBenchCostCmd(stdout, stderr))
+	benchCmd.AddCommand(newBenchCompareCmd(stdout), newBenchCostCmd(stdout, stderr),
+		newBenchLatencyCmd(stdout, stderr), newBenchStateCmd(stdout, stderr))
 	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd())
 	return root
 }

@@ -56,6 +56,7 @@ type runFlags struct {
 	lostPieceRecovery            string
 	resume                       string
 	resolveMemory                string
+	series                       string
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -93,6 +94,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.resume, "resume", "", "continue run `RUN_ID` after its process died: same flags, same --output and --storage; without a value, the run recorded in --output")
 	fl.Lookup("resume").NoOptDefVal = resumeRecorded
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
+	fl.StringVar(&f.series, "series", "", "write the run over time (per-bucket counts and latency, recovery points with their durations, crash phases) as JSON to `FILE`")
 	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
 	f.addJobFlags(fl)
 	return cmd
@@ -341,6 +343,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	case f.overwrite:
 		policy = run.OutputOverwrite
 	}
+	cfg.Series = f.series != ""
 	reference := exec.Traits().Reference
 	if cfg.RunID == "" && !reference {
 		cfg.RunID = run.NewRunID()
@@ -430,6 +433,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		if err := runrecord.Write(cfg.Output, rec); err != nil {
 			return err
 		}
+	}
+	if err := writeSeries(f.series, s); err != nil {
+		return err
 	}
 	write := s.WriteText
 	if f.summary == "json" {
