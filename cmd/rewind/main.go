@@ -36,6 +36,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	serveDebugProfiles(os.Stderr)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
