@@ -54,6 +54,7 @@ type runFlags struct {
 	lostPieceRecovery            string
 	resume                       string
 	resolveMemory                string
+	memoryLimit                  string
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -92,6 +93,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.Lookup("resume").NoOptDefVal = resumeRecorded
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
 	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
+	fl.StringVar(&f.memoryLimit, "memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT (such as 256MiB): the collector works harder near it; the run goes on past it if its state needs more (default: GOMEMLIMIT, or none)")
 	f.addJobFlags(fl)
 	return cmd
 }
@@ -277,6 +279,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return usagef("invalid --executor %q: allowed are %s", f.executor, strings.Join(executorNames(), ", "))
 	}
 	if err := checkExecutorFlags(cmd.Flags(), exec.Name()); err != nil {
+		return err
+	}
+	if err := applyMemoryLimit(f.memoryLimit); err != nil {
 		return err
 	}
 	if f.listFailPoints {
