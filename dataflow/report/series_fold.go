@@ -12,16 +12,14 @@ import "github.com/HdrHistogram/hdrhistogram-go"
 // to (its times are to a bucket's end).
 //
 // Recovery-point events are thinned the same way: once there are more
-// than seriesMaxPoints, the completed ones keep only the first of each
+// than twice seriesMaxBuckets, the completed ones keep only the first of each
 // bucket (a failed or aborted point, a rewind and the end of re-reading
 // are always kept: the bill reads them, and they come with crashes, not
 // with time).
-const (
-	seriesMaxBuckets = 1 << 15
-	seriesMaxPoints  = 2 * seriesMaxBuckets
-)
+const seriesMaxBuckets = 1 << 15
 
 // fold merges the buckets in pairs and doubles the width. r.mu is held.
+// (r.maxBuckets is seriesMaxBuckets; a test makes it small.)
 func (r *SeriesRecorder) fold() {
 	n := (len(r.acc) + 1) / 2
 	for k := range n {
@@ -79,7 +77,7 @@ func (r *SeriesRecorder) release(h *hdrhistogram.Histogram) {
 // when there are too many. r.mu is held.
 func (r *SeriesRecorder) addPoint(e SeriesEvent) {
 	r.events = append(r.events, e)
-	if len(r.events) > seriesMaxPoints {
+	if len(r.events) > 2*r.maxBuckets {
 		r.thinPoints()
 	}
 }
@@ -87,7 +85,7 @@ func (r *SeriesRecorder) addPoint(e SeriesEvent) {
 // thinPoints keeps, of the completed recovery points, the first in each
 // bucket at the current width, and every other event. r.mu is held.
 func (r *SeriesRecorder) thinPoints() {
-	if len(r.events) <= seriesMaxPoints/2 {
+	if len(r.events) <= r.maxBuckets {
 		return
 	}
 	widthMs := Millis(r.width)

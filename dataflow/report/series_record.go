@@ -37,6 +37,7 @@ const latencyWindow = 10
 type SeriesRecorder struct {
 	start       time.Time
 	width       time.Duration
+	maxBuckets  int // seriesMaxBuckets
 	keepLatency bool
 	now         func() time.Time // time.Now; a test's clock
 
@@ -92,7 +93,7 @@ type SeriesReader struct {
 // SeriesBucketMs; keepLatency keeps a latency histogram per bucket
 // (otherwise only counts).
 func NewSeriesRecorder(start time.Time, keepLatency bool) *SeriesRecorder {
-	return &SeriesRecorder{start: start, width: SeriesBucketMs * time.Millisecond, keepLatency: keepLatency,
+	return &SeriesRecorder{start: start, width: SeriesBucketMs * time.Millisecond, maxBuckets: seriesMaxBuckets, keepLatency: keepLatency,
 		now: time.Now, hists: map[int]*hdrhistogram.Histogram{}}
 }
 
@@ -141,7 +142,7 @@ func (r *SeriesRecorder) bucket(t time.Time) int {
 // wide first when it would hold more than seriesMaxBuckets; it returns
 // bucket i's index after any fold. r.mu is held.
 func (r *SeriesRecorder) grow(i int) int {
-	for i >= seriesMaxBuckets {
+	for i >= r.maxBuckets {
 		r.fold()
 		i /= 2
 	}
