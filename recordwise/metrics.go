@@ -378,6 +378,9 @@ func (o *observer) completedUnseen(info RestoreInfo) {
 	if info.From == 0 {
 		return
 	}
+	// The history holds only the newest checkpoints (historyKeep), which
+	// is enough: the point whose completion went unseen is the newest one
+	// the coordinator wrote before it died.
 	for _, h := range o.report.History {
 		if h.ID == uint64(info.From) && h.Status == "completed" {
 			return
