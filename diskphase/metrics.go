@@ -32,7 +32,12 @@ type metrics struct {
 	// series is the run over time (run.Env.Series; nil-safe).
 	series *report.SeriesRecorder
 
-	jobs      map[int]*jobMetrics
+	jobs map[int]*jobMetrics
+	// doneJobs are the committed jobs still in jobs, oldest first; past
+	// jobsKept the oldest is folded into folded and forgotten, with its
+	// units' attempts, so an endless run's metrics do not grow per job.
+	doneJobs  []int
+	folded    jobTotals
 	attempts  map[UnitID]int
 	tags      map[UnitID][]*recoveryRec
 	unitsRun  int
@@ -45,6 +50,16 @@ type metrics struct {
 	// resumedFrom is what the first coordinator of a resumed process found
 	// (--resume).
 	resumedFrom *report.ResumedFrom
+}
+
+// jobsKept is how many committed jobs keep their own figures; a commit
+// repeated after a crash is of the newest.
+const jobsKept = 64
+
+// jobTotals is the summary's sums over jobs folded away.
+type jobTotals struct {
+	mapMs, reduceMs, commitMs float64
+	recordsReread             int64
 }
 
 type jobMetrics struct {
@@ -303,6 +318,35 @@ func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 		line["watermark"] = wm
 	}
 	m.progress.Emit("job_committed", line)
+	m.retire(c.Job)
+}
+
+// retire notes job j committed and folds the oldest committed job past
+// jobsKept into the totals. m.mu is held.
+func (m *metrics) retire(j int) {
+	for _, d := range m.doneJobs {
+		if d == j {
+			return // a commit repeated after a crash
+		}
+	}
+	m.doneJobs = append(m.doneJobs, j)
+	if len(m.doneJobs) <= jobsKept {
+		return
+	}
+	old := m.doneJobs[0]
+	m.doneJobs = append(m.doneJobs[:0], m.doneJobs[1:]...)
+	if jm := m.jobs[old]; jm != nil {
+		m.folded.mapMs += jm.mapMs
+		m.folded.reduceMs += jm.reduceMs
+		m.folded.commitMs += jm.commitMs
+		m.folded.recordsReread += jm.recordsReread
+		delete(m.jobs, old)
+	}
+	for u := range m.attempts {
+		if u.Job == old {
+			delete(m.attempts, u)
+		}
+	}
 }
 
 // noWM avoids importing operator here for one constant.
@@ -329,8 +373,8 @@ func (m *metrics) summary() *report.Summary {
 	}
 	s.Recoveries = m.bill.Recoveries()
 	s.Notes = append(s.Notes, m.notes...)
-	var mapMs, redMs, comMs float64
-	var reread int64
+	mapMs, redMs, comMs := m.folded.mapMs, m.folded.reduceMs, m.folded.commitMs
+	reread := m.folded.recordsReread
 	for _, jm := range m.jobs {
 		mapMs, redMs, comMs = mapMs+jm.mapMs, redMs+jm.reduceMs, comMs+jm.commitMs
 		reread += jm.recordsReread
@@ -340,7 +384,8 @@ func (m *metrics) summary() *report.Summary {
 	return s
 }
 
-// jobTable returns per-job metrics in job order (for tests and benches).
+// jobTable returns per-job metrics in job order (for tests and benches):
+// the jobs not yet committed and the newest jobsKept committed.
 func (m *metrics) jobTable() []jobMetrics {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -121,11 +121,14 @@ type observer struct {
 	bill       report.Bill
 	catchUp    *catchUp
 	report     Report
-	completed  int
-	failed     int
-	aborted    int
-	triggers   int
-	notes      []string
+	// done is what the summary's note says of every completed checkpoint,
+	// kept exactly however many report.History has dropped.
+	done      cpTotals
+	completed int
+	failed    int
+	aborted   int
+	triggers  int
+	notes     []string
 	// lastProgress is when the newest "progress" line was written, and
 	// readAtProgress the records read by then.
 	lastProgress   time.Time
@@ -301,7 +304,7 @@ func (o *observer) checkpointDone(attempt int, final bool, st checkpoint.Stats, 
 	default:
 		o.aborted++
 	}
-	o.report.History = append(o.report.History, cs)
+	o.keep(cs)
 	o.series.PointTook("checkpoint", int64(cs.ID), cs.Status, time.Duration(cs.DurationMs*float64(time.Millisecond)))
 	o.writeCheckpointEvent(cs)
 	if cs.Status == "completed" {
@@ -375,6 +378,9 @@ func (o *observer) completedUnseen(info RestoreInfo) {
 	if info.From == 0 {
 		return
 	}
+	// The history holds only the newest checkpoints (historyKeep), which
+	// is enough: the point whose completion went unseen is the newest one
+	// the coordinator wrote before it died.
 	for _, h := range o.report.History {
 		if h.ID == uint64(info.From) && h.Status == "completed" {
 			return
@@ -391,7 +397,7 @@ func (o *observer) completedUnseen(info RestoreInfo) {
 	if o.failed > 0 {
 		o.failed--
 	}
-	o.report.History = append(o.report.History, cs)
+	o.keep(cs)
 	o.writeCheckpointEvent(cs)
 }
 
@@ -482,25 +488,10 @@ func (o *observer) summary(wall time.Duration) (*report.Summary, Report) {
 		s.ThroughputRPS = float64(s.RecordsIn) / wall.Seconds()
 	}
 	s.Recoveries = o.bill.Recoveries()
-	if n := len(o.report.History); n > 0 {
-		var durs, aligns []float64
-		var inflight, state int64
-		for _, h := range o.report.History {
-			if h.Status != "completed" {
-				continue
-			}
-			durs = append(durs, h.DurationMs)
-			aligns = append(aligns, h.MaxAlignmentMs)
-			inflight += h.InFlightBytes
-			state = h.StateBytes
-		}
-		if len(durs) > 0 {
-			slices.Sort(durs)
-			slices.Sort(aligns)
-			s.Notes = append(s.Notes, fmt.Sprintf(
-				"recordwise checkpoints: %d completed, end-to-end p50 %.1f ms, max %.1f ms; alignment max %.1f ms; last state %d bytes; in-flight data persisted %d bytes in total; %d triggers skipped while one was pending",
-				len(durs), durs[len(durs)/2], durs[len(durs)-1], aligns[len(aligns)-1], state, inflight, o.report.Skipped))
-		}
+	if d := &o.done; d.n > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf(
+			"recordwise checkpoints: %d completed, end-to-end p50 %.1f ms, max %.1f ms; alignment max %.1f ms; last state %d bytes; in-flight data persisted %d bytes in total; %d triggers skipped while one was pending",
+			d.n, d.p50(o.report.History), d.maxMs, d.maxAlignMs, d.state, d.inflight, o.report.Skipped))
 	}
 	rep := Report{History: slices.Clone(o.report.History), Restores: slices.Clone(o.report.Restores), Skipped: o.report.Skipped,
 		HandOverMs: o.handed.Latency()}

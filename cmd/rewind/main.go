@@ -37,6 +37,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	go firstSignalStops(cancel, os.Stderr)
+	serveDebugProfiles(os.Stderr)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	cancel()
 	os.Exit(code)

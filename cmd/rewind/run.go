@@ -57,6 +57,7 @@ type runFlags struct {
 	resume                       string
 	resolveMemory                string
 	series                       string
+	memoryLimit                  string
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -96,6 +97,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
 	fl.StringVar(&f.series, "series", "", "write the run over time (per-bucket counts and latency, recovery points with their durations, crash phases) as JSON to `FILE`")
 	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
+	fl.StringVar(&f.memoryLimit, "memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT (such as 256MiB): the collector works harder near it; the run goes on past it if its state needs more (default: GOMEMLIMIT, or none)")
 	f.addJobFlags(fl)
 	return cmd
 }
@@ -287,6 +289,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		return usagef("invalid --executor %q: allowed are %s", f.executor, strings.Join(executorNames(), ", "))
 	}
 	if err := checkExecutorFlags(cmd.Flags(), exec.Name()); err != nil {
+		return err
+	}
+	if err := applyMemoryLimit(f.memoryLimit); err != nil {
 		return err
 	}
 	if f.listFailPoints {

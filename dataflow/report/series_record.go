@@ -37,6 +37,7 @@ const latencyWindow = 10
 type SeriesRecorder struct {
 	start       time.Time
 	width       time.Duration
+	maxBuckets  int // seriesMaxBuckets
 	keepLatency bool
 	now         func() time.Time // time.Now; a test's clock
 
@@ -92,7 +93,7 @@ type SeriesReader struct {
 // SeriesBucketMs; keepLatency keeps a latency histogram per bucket
 // (otherwise only counts).
 func NewSeriesRecorder(start time.Time, keepLatency bool) *SeriesRecorder {
-	return &SeriesRecorder{start: start, width: SeriesBucketMs * time.Millisecond, keepLatency: keepLatency,
+	return &SeriesRecorder{start: start, width: SeriesBucketMs * time.Millisecond, maxBuckets: seriesMaxBuckets, keepLatency: keepLatency,
 		now: time.Now, hists: map[int]*hdrhistogram.Histogram{}}
 }
 
@@ -137,18 +138,24 @@ func (r *SeriesRecorder) bucket(t time.Time) int {
 	return int(d / r.width)
 }
 
-// grow makes bucket i exist. r.mu is held.
-func (r *SeriesRecorder) grow(i int) {
+// grow makes bucket i exist, folding the series into buckets twice as
+// wide first when it would hold more than seriesMaxBuckets; it returns
+// bucket i's index after any fold. r.mu is held.
+func (r *SeriesRecorder) grow(i int) int {
+	for i >= r.maxBuckets {
+		r.fold()
+		i /= 2
+	}
 	for len(r.acc) <= i {
 		r.acc = append(r.acc, bucketAcc{})
 	}
+	return i
 }
 
 // roll closes the buckets before the one of now with the position sums
 // as they stand, before now's change applies. r.mu is held.
 func (r *SeriesRecorder) roll(now time.Time) int {
-	i := r.bucket(now)
-	r.grow(i)
+	i := r.grow(r.bucket(now))
 	for ; r.rolled < i; r.rolled++ {
 		r.closeBucket(r.rolled)
 	}
@@ -287,8 +294,7 @@ func (r *SeriesRecorder) Visible(at time.Time, n int, entry func(i int) (latency
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i := r.bucket(at)
-	r.grow(i)
+	i := r.grow(r.bucket(at))
 	var h *hdrhistogram.Histogram
 	if r.keepLatency {
 		// A bucket already reduced to percentiles takes no more: late
@@ -335,14 +341,22 @@ func (r *SeriesRecorder) reduce(last int) {
 		if i > last {
 			continue
 		}
-		r.acc[i].latency = histLatency(h)
 		delete(r.hists, i)
-		if h.TotalCount() > 0 {
-			// Kept for LatencyBetween, so not reused.
-			r.acc[i].hist = h
+		a := &r.acc[i]
+		if a.hist != nil {
+			// A fold paired this bucket with one already reduced.
+			a.hist.Merge(h)
+			a.latency = histLatency(a.hist)
+			r.release(h)
 			continue
 		}
-		r.pool = append(r.pool, h)
+		a.latency = histLatency(h)
+		if h.TotalCount() > 0 {
+			// Kept for LatencyBetween, so not reused.
+			a.hist = h
+			continue
+		}
+		r.release(h)
 	}
 }
 
@@ -362,7 +376,7 @@ func (r *SeriesRecorder) Point(kind string, id int64, status string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status})
+	r.addPoint(SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status})
 }
 
 // PointTook is Point with the recovery point's duration d.
@@ -373,7 +387,7 @@ func (r *SeriesRecorder) PointTook(kind string, id int64, status string, d time.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ms := Millis(d)
-	r.events = append(r.events, SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status, DurationMs: &ms})
+	r.addPoint(SeriesEvent{TMs: Millis(r.now().Sub(r.start)), Kind: kind, ID: id, Status: status, DurationMs: &ms})
 }
 
 // Series is what was recorded up to end: buckets up to the one holding
@@ -384,13 +398,13 @@ func (r *SeriesRecorder) Series(end time.Time) *Series {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	last := r.bucket(end)
-	r.grow(last)
+	r.grow(r.bucket(end))
 	for ; r.rolled < len(r.acc); r.rolled++ {
 		r.closeBucket(r.rolled)
 	}
 	r.reduce(len(r.acc))
-	s := &Series{BucketMs: SeriesBucketMs, Buckets: make([]Bucket, len(r.acc)),
+	widthMs := Millis(r.width)
+	s := &Series{BucketMs: widthMs, Buckets: make([]Bucket, len(r.acc)),
 		Events: append([]SeriesEvent(nil), r.events...)}
 	// Offered so far at the run's start: where the feeds began.
 	prev := r.offered(r.start, 0)
@@ -401,7 +415,7 @@ func (r *SeriesRecorder) Series(end time.Time) *Series {
 		}
 		o := r.offered(bEnd, a.hwUnpaced)
 		grown := o - a.baseUnpaced // where an unpaced feed began is not offered here
-		s.Buckets[i] = Bucket{TMs: float64(i * SeriesBucketMs), Offered: max(0, grown-prev), Processed: a.processed,
+		s.Buckets[i] = Bucket{TMs: float64(i) * widthMs, Offered: max(0, grown-prev), Processed: a.processed,
 			Reread: a.reread, Lag: max(0, o-a.pos), Visible: a.visible, Latency: a.latency, Hist: a.hist}
 		prev = grown
 	}
