@@ -99,6 +99,28 @@ func int64Cols(b arrow.RecordBatch) ([][]int64, bool) {
 	return cols, true
 }
 
+// Int64Columns returns the values of every column of b, or false when a
+// column is not int64 or has nulls.
+func Int64Columns(b arrow.RecordBatch) ([][]int64, bool) { return int64Cols(b) }
+
+// Script ops for ScriptWriter: skip n base rows, copy n base rows, take n
+// stored rows.
+const (
+	OpSkip = opSkip
+	OpCopy = opCopy
+	OpTake = opTake
+)
+
+// ScriptWriter builds an edit script op by op, for callers that know
+// where their rows changed and need no Diff.
+type ScriptWriter struct{ w scriptWriter }
+
+// Add appends op over n rows (nothing when n is 0).
+func (s *ScriptWriter) Add(op, n int) { s.w.add(op, n) }
+
+// Bytes returns the script.
+func (s *ScriptWriter) Bytes() []byte { return s.w.bytes() }
+
 // Diffable reports whether Diff can make edits for states of schema s.
 func Diffable(s *arrow.Schema) bool {
 	for _, f := range s.Fields() {
