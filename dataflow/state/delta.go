@@ -23,7 +23,8 @@ package state
 //
 //	magic     4 bytes  "RWSD"
 //	version   uint16   DeltaFormatVersion
-//	flags     uint16   0, reserved
+//	flags     uint16   bit 0: the edits' resultCRC are RowsChecksum, not
+//	          ValuesCRC; the other bits 0, reserved
 //	nEdits    uint32
 //	edits     nEdits x (keyGroup uint16, baseRows uint32, resultRows uint32,
 //	          resultCRC uint32, scriptLen uint32, script scriptLen bytes)
@@ -82,7 +83,51 @@ type Edit struct {
 	BaseRows   int
 	ResultRows int
 	ResultCRC  uint32
-	Script     []byte
+	// RowSum: ResultCRC is RowsChecksum of the result, which a writer
+	// that patches its copy in place keeps up to date per changed row;
+	// otherwise it is ValuesCRC. All edits of one object agree.
+	RowSum bool
+	Script []byte
+}
+
+// deltaFlagRowSum is the header flag of objects whose edits are RowSum.
+const deltaFlagRowSum = 1
+
+// RowHash is row i's share of RowsChecksum: a mix of its position and
+// its values in cols but column uniform (-1: none).
+func RowHash(cols [][]int64, i, uniform int) uint32 {
+	h := uint64(i)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019
+	for c, col := range cols {
+		if c == uniform {
+			continue
+		}
+		h = (h ^ uint64(col[i])) * 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+	}
+	h *= 0x94d049bb133111eb
+	return uint32(h >> 32)
+}
+
+// RowsChecksum is the sum of RowHash over b's rows, plus its row count:
+// unlike ValuesCRC it can be updated row by row (subtract a row's old
+// share, add its new one), and it still depends on every value and its
+// position. b's columns must be plain int64.
+func RowsChecksum(b arrow.RecordBatch, uniform int) uint32 {
+	cols, _ := int64Cols(b)
+	return RowsChecksumCols(cols, int(b.NumRows()), uniform)
+}
+
+// RowCountShare is what each row adds to RowsChecksum for the row count,
+// besides its RowHash.
+const RowCountShare uint32 = 0x85ebca6b
+
+// RowsChecksumCols is RowsChecksum of n rows held as columns.
+func RowsChecksumCols(cols [][]int64, n, uniform int) uint32 {
+	sum := uint32(n) * RowCountShare
+	for i := range n {
+		sum += RowHash(cols, i, uniform)
+	}
+	return sum
 }
 
 // int64Cols returns the values of every column of b, or false when a
@@ -390,7 +435,11 @@ func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Alloc
 		}
 	}
 	b := newBatch(base.Schema(), cols, e.ResultRows)
-	if got := ValuesCRC(b, uniform); got != e.ResultCRC {
+	check := ValuesCRC
+	if e.RowSum {
+		check = RowsChecksum
+	}
+	if got := check(b, uniform); got != e.ResultCRC {
 		b.Release()
 		return nil, bad("rebuilt state has checksum %08x, the edit was made for %08x", got, e.ResultCRC)
 	}
@@ -426,16 +475,24 @@ func EncodeDelta(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState,
 		inBlob[p.KeyGroup] = true
 	}
 	seen := map[int]bool{}
-	for _, e := range edits {
+	var flags uint16
+	for i, e := range edits {
 		if !inBlob[e.KeyGroup] || seen[e.KeyGroup] {
 			return fmt.Errorf("encoding delta of %s: edit of key group %d has no rows or is repeated", opID, e.KeyGroup)
 		}
+		if e.RowSum != edits[0].RowSum {
+			return fmt.Errorf("encoding delta of %s: edits %d and 0 check their results differently", opID, i)
+		}
 		seen[e.KeyGroup] = true
+		if e.RowSum {
+			flags = deltaFlagRowSum
+		}
 	}
 	start := dst.Len()
 	var hdr [deltaHeaderLen]byte
 	copy(hdr[:4], deltaMagic[:])
 	binary.LittleEndian.PutUint16(hdr[4:], DeltaFormatVersion)
+	binary.LittleEndian.PutUint16(hdr[6:], flags)
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(len(edits)))
 	dst.Write(hdr[:])
 	for _, e := range edits {
@@ -484,7 +541,8 @@ func DecodeDelta(data []byte, alloc memory.Allocator) (opID string, parts []oper
 	if v := binary.LittleEndian.Uint16(data[4:]); v != DeltaFormatVersion {
 		return "", nil, nil, fmt.Errorf("%w: delta format version %d, this build reads %d", ErrCorrupt, v, DeltaFormatVersion)
 	}
-	if f := binary.LittleEndian.Uint16(data[6:]); f != 0 {
+	f := binary.LittleEndian.Uint16(data[6:])
+	if f&^deltaFlagRowSum != 0 {
 		return "", nil, nil, fmt.Errorf("%w: unknown delta flags %#x", ErrCorrupt, f)
 	}
 	nEdits := int(binary.LittleEndian.Uint32(data[8:]))
@@ -502,6 +560,7 @@ func DecodeDelta(data []byte, alloc memory.Allocator) (opID string, parts []oper
 			BaseRows:   int(binary.LittleEndian.Uint32(body[off+2:])),
 			ResultRows: int(binary.LittleEndian.Uint32(body[off+6:])),
 			ResultCRC:  binary.LittleEndian.Uint32(body[off+10:]),
+			RowSum:     f&deltaFlagRowSum != 0,
 		}
 		sl := int(binary.LittleEndian.Uint32(body[off+14:]))
 		off += editHeaderLen
