@@ -462,6 +462,8 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 func rebuildGroup(stage string, kg int, chain []string, entry func(obj string) (arrow.RecordBatch, *state.Edit),
 	alloc memory.Allocator) (arrow.RecordBatch, error) {
 	var cur arrow.RecordBatch
+	var sum uint32 // RowsChecksum of cur, once an edit has checked it
+	haveSum := false
 	for i, o := range chain {
 		rows, e := entry(o)
 		switch {
@@ -480,8 +482,9 @@ func rebuildGroup(stage string, kg int, chain []string, entry func(obj string) (
 			rows.Retain()
 			cur = rows
 		default:
-			next, err := state.Apply(cur, rows, *e, uniformColumn(rows.Schema()), alloc)
+			next, nsum, err := state.ApplySum(cur, rows, *e, uniformColumn(rows.Schema()), sum, haveSum, alloc)
 			cur.Release()
+			sum, haveSum = nsum, e.RowSum
 			if err != nil {
 				return nil, fmt.Errorf("state object %s, stage %s: %w", o, stage, err)
 			}

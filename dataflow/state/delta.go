@@ -93,43 +93,6 @@ type Edit struct {
 // deltaFlagRowSum is the header flag of objects whose edits are RowSum.
 const deltaFlagRowSum = 1
 
-// RowHash is row i's share of RowsChecksum: a mix of its position and
-// its values in cols but column uniform (-1: none).
-func RowHash(cols [][]int64, i, uniform int) uint32 {
-	h := uint64(i)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019
-	for c, col := range cols {
-		if c == uniform {
-			continue
-		}
-		h = (h ^ uint64(col[i])) * 0xbf58476d1ce4e5b9
-		h ^= h >> 31
-	}
-	h *= 0x94d049bb133111eb
-	return uint32(h >> 32)
-}
-
-// RowsChecksum is the sum of RowHash over b's rows, plus its row count:
-// unlike ValuesCRC it can be updated row by row (subtract a row's old
-// share, add its new one), and it still depends on every value and its
-// position. b's columns must be plain int64.
-func RowsChecksum(b arrow.RecordBatch, uniform int) uint32 {
-	cols, _ := int64Cols(b)
-	return RowsChecksumCols(cols, int(b.NumRows()), uniform)
-}
-
-// RowCountShare is what each row adds to RowsChecksum for the row count,
-// besides its RowHash.
-const RowCountShare uint32 = 0x85ebca6b
-
-// RowsChecksumCols is RowsChecksum of n rows held as columns.
-func RowsChecksumCols(cols [][]int64, n, uniform int) uint32 {
-	sum := uint32(n) * RowCountShare
-	for i := range n {
-		sum += RowHash(cols, i, uniform)
-	}
-	return sum
-}
-
 // int64Cols returns the values of every column of b, or false when a
 // column is not int64 or has nulls.
 func int64Cols(b arrow.RecordBatch) ([][]int64, bool) {
@@ -366,27 +329,66 @@ func Gather(b arrow.RecordBatch, idx []int, alloc memory.Allocator) (arrow.Recor
 // with e), from alloc. It fails, wrapping ErrCorrupt, when the script does
 // not fit base and rows or the result is not the one e was made from.
 func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Allocator) (arrow.RecordBatch, error) {
+	b, _, err := ApplySum(base, rows, e, uniform, 0, false, alloc)
+	return b, err
+}
+
+// ApplySum is Apply that also returns the result's RowsChecksum when e is
+// a RowSum edit. Given the base's (haveSum; known because the base was
+// itself checked), an edit that keeps every copied row at its position
+// is checked from the rows it skips and takes alone, not by a pass over
+// the result: the same check for a chain of in-place edits at the cost
+// of the changes.
+func ApplySum(base, rows arrow.RecordBatch, e Edit, uniform int, baseSum uint32, haveSum bool,
+	alloc memory.Allocator) (arrow.RecordBatch, uint32, error) {
+	b, bc, err := rebuild(base, rows, e, uniform, alloc)
+	if err != nil {
+		return nil, 0, err
+	}
+	var got uint32
+	switch {
+	case !e.RowSum:
+		got = ValuesCRC(b, uniform)
+	case haveSum:
+		oc, _ := int64Cols(b)
+		var ok bool
+		if got, ok = rowSumInPlace(bc, oc, e, uniform, baseSum); !ok {
+			got = RowsChecksum(b, uniform)
+		}
+	default:
+		got = RowsChecksum(b, uniform)
+	}
+	if got != e.ResultCRC {
+		b.Release()
+		return nil, 0, fmt.Errorf("%w: edit of key group %d: rebuilt state has checksum %08x, the edit was made for %08x", ErrCorrupt, e.KeyGroup, got, e.ResultCRC)
+	}
+	return b, got, nil
+}
+
+// rebuild applies e's script to base and rows; it also returns base's
+// columns.
+func rebuild(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Allocator) (arrow.RecordBatch, [][]int64, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: edit of key group %d: %s", ErrCorrupt, e.KeyGroup, fmt.Sprintf(format, a...))
 	}
 	if !base.Schema().Equal(rows.Schema()) {
-		return nil, bad("base has schema %s, the stored rows %s", base.Schema(), rows.Schema())
+		return nil, nil, bad("base has schema %s, the stored rows %s", base.Schema(), rows.Schema())
 	}
 	bc, ok1 := int64Cols(base)
 	rc, ok2 := int64Cols(rows)
 	if !ok1 || !ok2 {
-		return nil, bad("schema %s has a column that is not plain int64", base.Schema())
+		return nil, nil, bad("schema %s has a column that is not plain int64", base.Schema())
 	}
 	nb, nr := int(base.NumRows()), int(rows.NumRows())
 	if nb != e.BaseRows {
-		return nil, bad("base holds %d rows, the edit was made for %d", nb, e.BaseRows)
+		return nil, nil, bad("base holds %d rows, the edit was made for %d", nb, e.BaseRows)
 	}
 	// Check the script whole before allocating for its result.
 	var skip, cp, tk int
 	for s := e.Script; len(s) > 0; {
 		u, k := binary.Uvarint(s)
 		if k <= 0 || u>>2 == 0 || u>>2 > maxRowsPerGroup {
-			return nil, bad("unreadable script")
+			return nil, nil, bad("unreadable script")
 		}
 		s = s[k:]
 		switch n := int(u >> 2); u & 3 {
@@ -397,14 +399,14 @@ func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Alloc
 		case opTake:
 			tk += n
 		default:
-			return nil, bad("unknown op %d", u&3)
+			return nil, nil, bad("unknown op %d", u&3)
 		}
 		if skip+cp > nb || tk > nr {
-			return nil, bad("script reads past %d base rows or %d stored rows", nb, nr)
+			return nil, nil, bad("script reads past %d base rows or %d stored rows", nb, nr)
 		}
 	}
 	if skip+cp != nb || tk != nr || cp+tk != e.ResultRows {
-		return nil, bad("script uses %d of %d base rows and %d of %d stored rows for %d rows, want %d",
+		return nil, nil, bad("script uses %d of %d base rows and %d of %d stored rows for %d rows, want %d",
 			skip+cp, nb, tk, nr, cp+tk, e.ResultRows)
 	}
 	cols := make([]arrow.Array, len(bc))
@@ -434,16 +436,7 @@ func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Alloc
 			}
 		}
 	}
-	b := newBatch(base.Schema(), cols, e.ResultRows)
-	check := ValuesCRC
-	if e.RowSum {
-		check = RowsChecksum
-	}
-	if got := check(b, uniform); got != e.ResultCRC {
-		b.Release()
-		return nil, bad("rebuilt state has checksum %08x, the edit was made for %08x", got, e.ResultCRC)
-	}
-	return b, nil
+	return newBatch(base.Schema(), cols, e.ResultRows), bc, nil
 }
 
 func newInt64(alloc memory.Allocator, n int) ([]int64, arrow.Array) {

@@ -288,6 +288,31 @@ func TestRowSumChecksRowsAndPositions(t *testing.T) {
 		t.Fatalf("apply to its base: %v", err)
 	}
 	got.Release()
+	// Checked from the base's sum and the changed rows alone: the same
+	// verdicts.
+	got, gs, err := state.ApplySum(good, stored, e, -1, base, true, mem)
+	if err != nil || gs != want {
+		t.Fatalf("apply from the base's sum: %08x, %v; want %08x", gs, err, want)
+	}
+	got.Release()
+	if b, _, err := state.ApplySum(good, stored, e, -1, base+1, true, mem); !errors.Is(err, state.ErrCorrupt) {
+		if b != nil {
+			b.Release()
+		}
+		t.Fatalf("apply from a wrong base sum: %v, want ErrCorrupt", err)
+	}
+	// A script that moves rows is checked by a pass over the result.
+	var mv state.ScriptWriter
+	mv.Add(state.OpSkip, 1)
+	mv.Add(state.OpCopy, 2)
+	mv.Add(state.OpTake, 2)
+	moved := [][]int64{{2, 20, 200}, {3, 30, 300}, {2, 21, 200}, {4, 40, 400}}
+	em := state.Edit{KeyGroup: 3, BaseRows: 3, ResultRows: 4, ResultCRC: sum(moved), RowSum: true, Script: mv.Bytes()}
+	got, gs, err = state.ApplySum(good, stored, em, -1, base, true, mem)
+	if err != nil || gs != sum(moved) {
+		t.Fatalf("apply of a moving script: %08x, %v; want %08x", gs, err, sum(moved))
+	}
+	got.Release()
 	bad := optest.Batch(mem, deltaSchema, [][]int64{{1, 11, 100}, {2, 20, 200}, {3, 30, 300}})
 	defer bad.Release()
 	if b, err := state.Apply(bad, stored, e, -1, mem); err == nil || !errors.Is(err, state.ErrCorrupt) {
