@@ -372,6 +372,9 @@ func (c *coordinator) committedBatch(took time.Duration) {
 	}
 	c.tracker, c.wm = c.cur.Tracker, c.cur.Watermark
 	c.idx, c.stateVersion = p.idx, p.version
+	for _, w := range c.workers {
+		w.changesDurable()
+	}
 	if p.changedState {
 		c.deltaBytes = p.deltaBytes
 	}

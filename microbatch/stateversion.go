@@ -24,7 +24,9 @@ import (
 //
 // After batch N every stateful operator is snapshotted (after Flush) and
 // each key group's state is compared, row by row, with the worker's copy
-// of the previous version (its base). Version N writes, per (stage,
+// of the previous version (its base). An operator that hands over only
+// its changes (operator.ChangeSnapshotter) skips both: see
+// statechanges.go. Version N writes, per (stage,
 // subtask), one object holding only the key groups that changed: a delta.
 // A changed key group is stored as an edit (the new and changed rows and
 // a script that rebuilds the group from its previous state, see package
@@ -75,11 +77,18 @@ type stageSnap struct {
 	bytes   int64
 	// changedRows counts the new or changed entries of the changed groups.
 	changedRows int64
+	// patched: taken from the operator's change hand-over; the worker's
+	// base (pbase) already is the new version and parts is empty.
+	patched bool
+	schema  *arrow.Schema
 }
 
 // takeSnapshot snapshots stage si on worker w and compares it with the
 // worker's base.
 func (w *worker) takeSnapshot(si int, alloc memory.Allocator) (*stageSnap, error) {
+	if w.usesChanges[si] {
+		return w.takeChanges(si, alloc)
+	}
 	st, ok := w.ops[si].(operator.Stateful)
 	if !ok {
 		return nil, fmt.Errorf("stage %d is not stateful", si)
@@ -171,6 +180,24 @@ func equalRows(a, b arrow.RecordBatch, uniform int) bool {
 func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited []int, err error) {
 	var parts []operator.KeyGroupState
 	var edits []state.Edit
+	if s.patched {
+		// The wrappers only point at the base's columns.
+		var wholeKGs []int
+		for _, ch := range s.changes {
+			if ch.edit == nil {
+				wholeKGs = append(wholeKGs, ch.kg)
+			}
+		}
+		if full {
+			wholeKGs = nil
+		} else if wholeKGs == nil {
+			wholeKGs = []int{}
+		}
+		wrapped := s.patchedParts(wholeKGs)
+		defer operator.ReleaseStates(wrapped)
+		s.parts = wrapped
+		defer func() { s.parts = nil }()
+	}
 	if full {
 		parts = s.parts
 		for _, p := range parts {
@@ -252,6 +279,10 @@ func fingerprint(b arrow.RecordBatch) uint64 {
 
 // keepAsBase makes the snapshot the worker's base for the next version.
 func (s *stageSnap) keepAsBase() {
+	if s.patched {
+		s.release()
+		return
+	}
 	w := s.worker
 	for kg, b := range w.base[s.si] {
 		if b != nil {
@@ -431,6 +462,8 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 func rebuildGroup(stage string, kg int, chain []string, entry func(obj string) (arrow.RecordBatch, *state.Edit),
 	alloc memory.Allocator) (arrow.RecordBatch, error) {
 	var cur arrow.RecordBatch
+	var sum uint32 // RowsChecksum of cur, once an edit has checked it
+	haveSum := false
 	for i, o := range chain {
 		rows, e := entry(o)
 		switch {
@@ -449,8 +482,9 @@ func rebuildGroup(stage string, kg int, chain []string, entry func(obj string) (
 			rows.Retain()
 			cur = rows
 		default:
-			next, err := state.Apply(cur, rows, *e, uniformColumn(rows.Schema()), alloc)
+			next, nsum, err := state.ApplySum(cur, rows, *e, uniformColumn(rows.Schema()), sum, haveSum, alloc)
 			cur.Release()
+			sum, haveSum = nsum, e.RowSum
 			if err != nil {
 				return nil, fmt.Errorf("state object %s, stage %s: %w", o, stage, err)
 			}

@@ -124,8 +124,15 @@ type worker struct {
 	// base is, per stage, each key group's state as of the last state
 	// version written or restored (nil = empty group): what the next
 	// version's deltas are made against. It dies with the operators.
-	base   [][keygroup.Count]arrow.RecordBatch
-	writer sink.Writer
+	base [][keygroup.Count]arrow.RecordBatch
+	// usesChanges marks the stages whose versions come from the
+	// operator's change hand-over; their base is pbase instead
+	// (statechanges.go). takenSeq is each stage's last hand-over,
+	// durableSeq the last one a durable version holds.
+	usesChanges          []bool
+	pbase                [][keygroup.Count]*patchGroup
+	takenSeq, durableSeq []uint64
+	writer               sink.Writer
 }
 
 func (w *worker) kill() {
@@ -181,6 +188,7 @@ func (w *worker) closeOps() {
 }
 
 func (w *worker) releaseBase() {
+	clear(w.pbase)
 	for si := range w.base {
 		for kg, b := range w.base[si] {
 			if b != nil {

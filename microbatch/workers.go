@@ -36,6 +36,8 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 	w.ops = make([]operator.Operator, len(c.topo.stages))
 	w.releaseBase()
 	w.base = make([][keygroup.Count]arrow.RecordBatch, len(c.topo.stages))
+	w.usesChanges = make([]bool, len(c.topo.stages))
+	w.initChanges(len(c.topo.stages))
 	fail := func(err error) (*worker, error) {
 		if keep == nil {
 			w.teardown()
@@ -86,9 +88,14 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		// operator's snapshot here made every edit after a restore
 		// address the wrong rows (caught by the edits' checksums, so the
 		// next restore fell back past them).
+		w.usesChanges[si] = c.usesChanges(op)
 		if a := ls[st.ID]; a != nil {
 			for kg := kgs.Start; kg < kgs.End; kg++ {
-				if b := a[kg].Batch; b != nil {
+				if b := a[kg].Batch; b != nil && w.usesChanges[si] {
+					if w.pbase[si][kg], err = newPatchGroup(b); err != nil {
+						return fail(fmt.Errorf("stage %s key group %d of state version %d: %w", st.ID, kg, c.stateVersion, err))
+					}
+				} else if b != nil {
 					b.Retain()
 					w.base[si][kg] = b
 				}

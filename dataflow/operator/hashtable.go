@@ -19,6 +19,11 @@ type kaggEntry struct {
 // kaggDirty is the changed-since-Flush bit of kaggEntry.count.
 const kaggDirty = -1 << 63
 
+// kaggPending is the bit of kaggEntry.count marking a key changed since
+// the last SnapshotChanges (so it is listed once); a real count never
+// reaches it either. Flush sets it, SnapshotChanges clears it.
+const kaggPending = 1 << 62
+
 // kaggTable is an open-addressing hash table from int64 key to kaggEntry with
 // power-of-two capacity and linear probing. The caller supplies the key's
 // hash (keygroup.Hash), so each key is hashed once for both key-group routing
@@ -82,8 +87,8 @@ func (t *kaggTable) insertNew(kg int, keys, counts, sums []int64) error {
 		if g := keygroup.Of(k); g != kg {
 			return fmt.Errorf("key %d belongs to key group %d", k, g)
 		}
-		if counts[i] <= 0 {
-			return fmt.Errorf("key %d has count %d, want > 0", k, counts[i])
+		if counts[i] <= 0 || counts[i] >= kaggPending {
+			return fmt.Errorf("key %d has count %d, want in [1, 2^62)", k, counts[i])
 		}
 	}
 	// A key is stored twice: within these keys or also in an earlier part
@@ -114,7 +119,7 @@ func kaggPlace(slots []kaggEntry, keys, counts, sums []int64, group uint64) uint
 	for i, k := range keys {
 		h := keygroup.Hash(k)
 		c := counts[i]
-		bad |= (h^group)>>57 | uint64(kaggB2I(c <= 0))
+		bad |= (h^group)>>57 | uint64(kaggB2I(uint64(c-1) >= kaggPending-1)) // c outside [1, kaggPending)
 		x := h & mask
 		for slots[x].count != 0 {
 			bad |= uint64(kaggB2I(slots[x].key == k))
@@ -185,7 +190,7 @@ func (t *kaggTable) compact(keys, counts, sums []int64) {
 	for i := range slots {
 		e := &slots[i]
 		j = min(j, n) // proves j in bounds, so no bounds checks in the loop
-		keys[j], counts[j], sums[j] = e.key, e.count, e.sum
+		keys[j], counts[j], sums[j] = e.key, e.count&^kaggPending, e.sum
 		j += kaggB2I(e.count != 0)
 	}
 }

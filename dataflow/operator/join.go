@@ -131,12 +131,13 @@ type joinOp struct {
 	wm     winWatermarks
 	late   int64
 
-	out winColumns
+	out   winColumns
+	marks groupMarks // groups changed since the last acknowledged snapshot
 }
 
 var (
-	_ Stateful    = (*joinOp)(nil)
-	_ LateCounter = (*joinOp)(nil)
+	_ ChangeSnapshotter = (*joinOp)(nil)
+	_ LateCounter       = (*joinOp)(nil)
 )
 
 func (o *joinOp) OutputSchema() *arrow.Schema { return o.outSchema }
@@ -152,6 +153,7 @@ func (o *joinOp) Open(ctx Context) error {
 		return fmt.Errorf("join: %w", err)
 	}
 	o.ctx = ctx
+	o.marks.reset()
 	return nil
 }
 
@@ -211,6 +213,7 @@ func (o *joinOp) Process(port int, batch arrow.RecordBatch, out Emitter) error {
 			buf = &joinKeyBuf{}
 			g.keys[k] = buf
 		}
+		o.marks.mark(kg)
 		oldMin, had := buf.minTS()
 		rows := buf.side[port]
 		pos := sort.Search(len(rows), func(j int) bool { return rows[j].ts > row.ts })
@@ -277,6 +280,7 @@ func (o *joinOp) AdvanceWatermark(wm int64, out Emitter) error {
 			if m, _ := buf.minTS(); m != t.at {
 				continue // stale: the key's smallest ts changed and has its own entry
 			}
+			o.marks.mark(kg)
 			for s, rows := range buf.side {
 				n := sort.Search(len(rows), func(j int) bool { return rows[j].ts >= below })
 				buf.side[s] = rows[n:]
@@ -309,13 +313,30 @@ func (o *joinOp) Snapshot() ([]KeyGroupState, error) {
 	if err := o.life.checkSnapshot(); err != nil {
 		return nil, fmt.Errorf("join: %w", err)
 	}
+	return o.snapshotGroups(func(int) bool { return true }), nil
+}
+
+// SnapshotChanges hands over the groups changed since the last
+// acknowledged snapshot whole (pruning shifts every later row).
+func (o *joinOp) SnapshotChanges() (StateChanges, error) {
+	if err := o.life.checkSnapshot(); err != nil {
+		return StateChanges{}, fmt.Errorf("join: %w", err)
+	}
+	seq, dirty := o.marks.take()
+	return wholeGroupChanges(seq, o.stateSchema, o.ctx.Alloc, o.ctx.KeyGroups, dirty, o.snapshotGroups(dirty)), nil
+}
+
+// AckChanges forgets the changes snapshot seq held.
+func (o *joinOp) AckChanges(seq uint64) { o.marks.ack(seq) }
+
+func (o *joinOp) snapshotGroups(want func(kg int) bool) []KeyGroupState {
 	st := newWinColumns(o.stateSchema)
 	var parts []KeyGroupState
 	var keys []int64
 	r := o.ctx.KeyGroups
 	for kg := r.Start; kg < r.End; kg++ {
 		g := o.groups[kg]
-		if g == nil || len(g.keys) == 0 {
+		if g == nil || len(g.keys) == 0 || !want(kg) {
 			continue
 		}
 		keys = keys[:0]
@@ -338,7 +359,7 @@ func (o *joinOp) Snapshot() ([]KeyGroupState, error) {
 		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: st.batch(o.ctx.Alloc, 0, st.len())})
 		st.reset()
 	}
-	return parts, nil
+	return parts
 }
 
 // Restore loads buffered rows and watermarks. It rejects anything
@@ -397,6 +418,7 @@ func (o *joinOp) Restore(parts []KeyGroupState) error {
 	}
 	winRestoreWatermarks(&o.wm, wms, o.ctx.KeyGroups)
 	o.life.restored = true
+	o.marks.reset() // what Restore loads is durable
 	return nil
 }
 

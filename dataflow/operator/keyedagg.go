@@ -67,6 +67,9 @@ type keyedAgg struct {
 	// overflowed: processFast stopped at a row whose value would take its
 	// key's sum past int64 (the row it stopped at, unapplied).
 	overflowed bool
+	// track records the keys changed since the last acknowledged snapshot
+	// (keyedagg_changes.go).
+	track kaggTrack
 }
 
 // kaggChange locates a changed key. Flush reads the entry straight from
@@ -118,6 +121,7 @@ func (a *keyedAgg) Open(ctx Context) error {
 		a.tables[kg] = t
 	}
 	a.syncSlots()
+	a.track.reset()
 	return nil
 }
 
@@ -424,7 +428,11 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 			e = &t.slots[t.upsert(c.key, h)] // present: upsert only finds
 		}
 		e.count &^= kaggDirty
-		kv[i], cv[i], sv[i] = c.key, e.count, e.sum
+		if e.count&kaggPending == 0 { // first change since the last SnapshotChanges
+			e.count |= kaggPending
+			a.track.pending = append(a.track.pending, kaggKey{key: c.key, kg: c.kg})
+		}
+		kv[i], cv[i], sv[i] = c.key, e.count&^kaggPending, e.sum
 	}
 	// _version is the running count: share the count column, arrays are
 	// immutable once built.
@@ -490,6 +498,7 @@ const kaggRestorePerGoroutine = 1 << 16
 // saturate; with -cpu 1 the same code runs on one goroutine.
 func (a *keyedAgg) Restore(parts []KeyGroupState) error {
 	defer a.syncSlots() // restoring grows tables
+	a.track.reset()     // what Restore loads is durable
 	runs := kaggRestoreRuns(parts, runtime.GOMAXPROCS(0))
 	if len(runs) <= 1 {
 		return a.restoreParts(parts)
@@ -508,84 +517,6 @@ func (a *keyedAgg) Restore(parts []KeyGroupState) error {
 	return nil
 }
 
-// kaggRestoreRuns splits parts into at most n contiguous runs of about
-// kaggRestorePerGoroutine keys or more each. It returns parts whole when
-// a key group appears twice: those parts share a table and must not be
-// restored concurrently (restorePart then reports the repeated keys).
-func kaggRestoreRuns(parts []KeyGroupState, n int) [][]KeyGroupState {
-	total := 0
-	var seen [keygroup.Count]bool
-	for _, p := range parts {
-		if p.Batch != nil {
-			total += int(p.Batch.NumRows())
-		}
-		if p.KeyGroup >= 0 && p.KeyGroup < keygroup.Count {
-			if seen[p.KeyGroup] {
-				return [][]KeyGroupState{parts}
-			}
-			seen[p.KeyGroup] = true
-		}
-	}
-	n = min(n, total/kaggRestorePerGoroutine, len(parts))
-	if n <= 1 {
-		return [][]KeyGroupState{parts}
-	}
-	runs := make([][]KeyGroupState, 0, n)
-	start, acc := 0, 0
-	for i, p := range parts {
-		if p.Batch != nil {
-			acc += int(p.Batch.NumRows())
-		}
-		// Close the run once it holds its share of all keys so far.
-		if len(runs) < n-1 && acc*n >= total*(len(runs)+1) {
-			runs = append(runs, parts[start:i+1])
-			start = i + 1
-		}
-	}
-	if start < len(parts) {
-		runs = append(runs, parts[start:])
-	}
-	return runs
-}
-
-func (a *keyedAgg) restoreParts(parts []KeyGroupState) error {
-	for _, p := range parts {
-		if err := a.restorePart(p); err != nil {
-			return fmt.Errorf("keyed aggregation: restoring key group %d: %w", p.KeyGroup, err)
-		}
-	}
-	return nil
-}
-
-// restorePart inserts one key group. Each part's table is allocated (and
-// cleared) right before its keys go in, so the inserts hit cache.
-func (a *keyedAgg) restorePart(p KeyGroupState) error {
-	if p.KeyGroup < 0 || p.KeyGroup >= keygroup.Count || a.tables[p.KeyGroup] == nil {
-		return fmt.Errorf("key group not owned by this instance (owns [%d,%d))", a.owned.Start, a.owned.End)
-	}
-	if p.Batch == nil {
-		return errors.New("no batch")
-	}
-	if !p.Batch.Schema().Equal(kaggStateSchema) {
-		return fmt.Errorf("state schema %s, want %s", helpSchemaString(p.Batch.Schema()), helpSchemaString(kaggStateSchema))
-	}
-	var cols [3][]int64
-	for c := range cols {
-		arr := p.Batch.Column(c).(*array.Int64)
-		if arr.NullN() > 0 {
-			return fmt.Errorf("column %q has nulls", p.Batch.ColumnName(c))
-		}
-		cols[c] = arr.Int64Values()
-	}
-	t := a.tables[p.KeyGroup]
-	fresh := t.n == 0
-	t.reserve(len(cols[0]), a.epoch)
-	if fresh {
-		t.touchEmpty()
-	}
-	return t.insertNew(p.KeyGroup, cols[0], cols[1], cols[2])
-}
-
 func (a *keyedAgg) Close() error {
 	if a.snapBufs != nil {
 		a.snapBufs.close()
@@ -594,5 +525,6 @@ func (a *keyedAgg) Close() error {
 	a.tables = [keygroup.Count]*kaggTable{}
 	a.slots = [keygroup.Count][]kaggEntry{}
 	a.changed, a.nChanged = nil, 0
+	a.track = kaggTrack{}
 	return nil
 }

@@ -114,11 +114,12 @@ type winAgg struct {
 
 	out     winColumns // output scratch
 	scratch []winFired // reused while firing and snapshotting
+	marks   groupMarks // groups changed since the last acknowledged snapshot
 }
 
 var (
-	_ Stateful    = (*winAgg)(nil)
-	_ LateCounter = (*winAgg)(nil)
+	_ ChangeSnapshotter = (*winAgg)(nil)
+	_ LateCounter       = (*winAgg)(nil)
 )
 
 // winStart is floor(ts/size)*size. The first window is cut short at the
@@ -155,6 +156,7 @@ func (o *winAgg) Open(ctx Context) error {
 		return fmt.Errorf("window: %w", err)
 	}
 	o.ctx = ctx
+	o.marks.reset()
 	return nil
 }
 
@@ -201,6 +203,7 @@ func (o *winAgg) Process(port int, batch arrow.RecordBatch, out Emitter) error {
 			continue
 		}
 		g := o.group(kg)
+		o.marks.mark(kg)
 		slot := winSlot{k, start}
 		acc, ok := g.accs[slot]
 		if !ok {
@@ -240,6 +243,7 @@ func (o *winAgg) AdvanceWatermark(wm int64, out Emitter) error {
 				break
 			}
 			g.timers.pop()
+			o.marks.mark(kg)
 			slot := winSlot{t.key, t.aux}
 			fired = append(fired, winFired{end: t.at, key: t.key, start: t.aux, acc: g.accs[slot]})
 			delete(g.accs, slot)
@@ -275,12 +279,30 @@ func (o *winAgg) Snapshot() ([]KeyGroupState, error) {
 	if err := o.life.checkSnapshot(); err != nil {
 		return nil, fmt.Errorf("window: %w", err)
 	}
+	return o.snapshotGroups(func(int) bool { return true }), nil
+}
+
+// SnapshotChanges hands over the groups changed since the last
+// acknowledged snapshot whole: a watermark rewrites every window's
+// position in its group's order, so entries would save little.
+func (o *winAgg) SnapshotChanges() (StateChanges, error) {
+	if err := o.life.checkSnapshot(); err != nil {
+		return StateChanges{}, fmt.Errorf("window: %w", err)
+	}
+	seq, dirty := o.marks.take()
+	return wholeGroupChanges(seq, o.stateSchema, o.ctx.Alloc, o.ctx.KeyGroups, dirty, o.snapshotGroups(dirty)), nil
+}
+
+// AckChanges forgets the changes snapshot seq held.
+func (o *winAgg) AckChanges(seq uint64) { o.marks.ack(seq) }
+
+func (o *winAgg) snapshotGroups(want func(kg int) bool) []KeyGroupState {
 	st := newWinColumns(o.stateSchema)
 	var parts []KeyGroupState
 	r := o.ctx.KeyGroups
 	for kg := r.Start; kg < r.End; kg++ {
 		g := o.groups[kg]
-		if g == nil || len(g.accs) == 0 {
+		if g == nil || len(g.accs) == 0 || !want(kg) {
 			continue
 		}
 		rows := o.scratch[:0]
@@ -299,7 +321,7 @@ func (o *winAgg) Snapshot() ([]KeyGroupState, error) {
 		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: st.batch(o.ctx.Alloc, 0, st.len())})
 		st.reset()
 	}
-	return parts, nil
+	return parts
 }
 
 // Restore loads open windows and watermarks. It rejects, rather than skips,
@@ -353,6 +375,7 @@ func (o *winAgg) Restore(parts []KeyGroupState) error {
 	}
 	winRestoreWatermarks(&o.wm, wms, o.ctx.KeyGroups)
 	o.life.restored = true
+	o.marks.reset() // what Restore loads is durable
 	return nil
 }
 

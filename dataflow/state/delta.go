@@ -23,7 +23,8 @@ package state
 //
 //	magic     4 bytes  "RWSD"
 //	version   uint16   DeltaFormatVersion
-//	flags     uint16   0, reserved
+//	flags     uint16   bit 0: the edits' resultCRC are RowsChecksum, not
+//	          ValuesCRC; the other bits 0, reserved
 //	nEdits    uint32
 //	edits     nEdits x (keyGroup uint16, baseRows uint32, resultRows uint32,
 //	          resultCRC uint32, scriptLen uint32, script scriptLen bytes)
@@ -82,8 +83,15 @@ type Edit struct {
 	BaseRows   int
 	ResultRows int
 	ResultCRC  uint32
-	Script     []byte
+	// RowSum: ResultCRC is RowsChecksum of the result, which a writer
+	// that patches its copy in place keeps up to date per changed row;
+	// otherwise it is ValuesCRC. All edits of one object agree.
+	RowSum bool
+	Script []byte
 }
+
+// deltaFlagRowSum is the header flag of objects whose edits are RowSum.
+const deltaFlagRowSum = 1
 
 // int64Cols returns the values of every column of b, or false when a
 // column is not int64 or has nulls.
@@ -98,6 +106,28 @@ func int64Cols(b arrow.RecordBatch) ([][]int64, bool) {
 	}
 	return cols, true
 }
+
+// Int64Columns returns the values of every column of b, or false when a
+// column is not int64 or has nulls.
+func Int64Columns(b arrow.RecordBatch) ([][]int64, bool) { return int64Cols(b) }
+
+// Script ops for ScriptWriter: skip n base rows, copy n base rows, take n
+// stored rows.
+const (
+	OpSkip = opSkip
+	OpCopy = opCopy
+	OpTake = opTake
+)
+
+// ScriptWriter builds an edit script op by op, for callers that know
+// where their rows changed and need no Diff.
+type ScriptWriter struct{ w scriptWriter }
+
+// Add appends op over n rows (nothing when n is 0).
+func (s *ScriptWriter) Add(op, n int) { s.w.add(op, n) }
+
+// Bytes returns the script.
+func (s *ScriptWriter) Bytes() []byte { return s.w.bytes() }
 
 // Diffable reports whether Diff can make edits for states of schema s.
 func Diffable(s *arrow.Schema) bool {
@@ -299,27 +329,66 @@ func Gather(b arrow.RecordBatch, idx []int, alloc memory.Allocator) (arrow.Recor
 // with e), from alloc. It fails, wrapping ErrCorrupt, when the script does
 // not fit base and rows or the result is not the one e was made from.
 func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Allocator) (arrow.RecordBatch, error) {
+	b, _, err := ApplySum(base, rows, e, uniform, 0, false, alloc)
+	return b, err
+}
+
+// ApplySum is Apply that also returns the result's RowsChecksum when e is
+// a RowSum edit. Given the base's (haveSum; known because the base was
+// itself checked), an edit that keeps every copied row at its position
+// is checked from the rows it skips and takes alone, not by a pass over
+// the result: the same check for a chain of in-place edits at the cost
+// of the changes.
+func ApplySum(base, rows arrow.RecordBatch, e Edit, uniform int, baseSum uint32, haveSum bool,
+	alloc memory.Allocator) (arrow.RecordBatch, uint32, error) {
+	b, bc, err := rebuild(base, rows, e, uniform, alloc)
+	if err != nil {
+		return nil, 0, err
+	}
+	var got uint32
+	switch {
+	case !e.RowSum:
+		got = ValuesCRC(b, uniform)
+	case haveSum:
+		oc, _ := int64Cols(b)
+		var ok bool
+		if got, ok = rowSumInPlace(bc, oc, e, uniform, baseSum); !ok {
+			got = RowsChecksum(b, uniform)
+		}
+	default:
+		got = RowsChecksum(b, uniform)
+	}
+	if got != e.ResultCRC {
+		b.Release()
+		return nil, 0, fmt.Errorf("%w: edit of key group %d: rebuilt state has checksum %08x, the edit was made for %08x", ErrCorrupt, e.KeyGroup, got, e.ResultCRC)
+	}
+	return b, got, nil
+}
+
+// rebuild applies e's script to base and rows; it also returns base's
+// columns.
+func rebuild(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Allocator) (arrow.RecordBatch, [][]int64, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: edit of key group %d: %s", ErrCorrupt, e.KeyGroup, fmt.Sprintf(format, a...))
 	}
 	if !base.Schema().Equal(rows.Schema()) {
-		return nil, bad("base has schema %s, the stored rows %s", base.Schema(), rows.Schema())
+		return nil, nil, bad("base has schema %s, the stored rows %s", base.Schema(), rows.Schema())
 	}
 	bc, ok1 := int64Cols(base)
 	rc, ok2 := int64Cols(rows)
 	if !ok1 || !ok2 {
-		return nil, bad("schema %s has a column that is not plain int64", base.Schema())
+		return nil, nil, bad("schema %s has a column that is not plain int64", base.Schema())
 	}
 	nb, nr := int(base.NumRows()), int(rows.NumRows())
 	if nb != e.BaseRows {
-		return nil, bad("base holds %d rows, the edit was made for %d", nb, e.BaseRows)
+		return nil, nil, bad("base holds %d rows, the edit was made for %d", nb, e.BaseRows)
 	}
 	// Check the script whole before allocating for its result.
 	var skip, cp, tk int
 	for s := e.Script; len(s) > 0; {
 		u, k := binary.Uvarint(s)
 		if k <= 0 || u>>2 == 0 || u>>2 > maxRowsPerGroup {
-			return nil, bad("unreadable script")
+			return nil, nil, bad("unreadable script")
 		}
 		s = s[k:]
 		switch n := int(u >> 2); u & 3 {
@@ -330,14 +399,14 @@ func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Alloc
 		case opTake:
 			tk += n
 		default:
-			return nil, bad("unknown op %d", u&3)
+			return nil, nil, bad("unknown op %d", u&3)
 		}
 		if skip+cp > nb || tk > nr {
-			return nil, bad("script reads past %d base rows or %d stored rows", nb, nr)
+			return nil, nil, bad("script reads past %d base rows or %d stored rows", nb, nr)
 		}
 	}
 	if skip+cp != nb || tk != nr || cp+tk != e.ResultRows {
-		return nil, bad("script uses %d of %d base rows and %d of %d stored rows for %d rows, want %d",
+		return nil, nil, bad("script uses %d of %d base rows and %d of %d stored rows for %d rows, want %d",
 			skip+cp, nb, tk, nr, cp+tk, e.ResultRows)
 	}
 	cols := make([]arrow.Array, len(bc))
@@ -367,12 +436,7 @@ func Apply(base, rows arrow.RecordBatch, e Edit, uniform int, alloc memory.Alloc
 			}
 		}
 	}
-	b := newBatch(base.Schema(), cols, e.ResultRows)
-	if got := ValuesCRC(b, uniform); got != e.ResultCRC {
-		b.Release()
-		return nil, bad("rebuilt state has checksum %08x, the edit was made for %08x", got, e.ResultCRC)
-	}
-	return b, nil
+	return newBatch(base.Schema(), cols, e.ResultRows), bc, nil
 }
 
 func newInt64(alloc memory.Allocator, n int) ([]int64, arrow.Array) {
@@ -404,16 +468,24 @@ func EncodeDelta(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState,
 		inBlob[p.KeyGroup] = true
 	}
 	seen := map[int]bool{}
-	for _, e := range edits {
+	var flags uint16
+	for i, e := range edits {
 		if !inBlob[e.KeyGroup] || seen[e.KeyGroup] {
 			return fmt.Errorf("encoding delta of %s: edit of key group %d has no rows or is repeated", opID, e.KeyGroup)
 		}
+		if e.RowSum != edits[0].RowSum {
+			return fmt.Errorf("encoding delta of %s: edits %d and 0 check their results differently", opID, i)
+		}
 		seen[e.KeyGroup] = true
+		if e.RowSum {
+			flags = deltaFlagRowSum
+		}
 	}
 	start := dst.Len()
 	var hdr [deltaHeaderLen]byte
 	copy(hdr[:4], deltaMagic[:])
 	binary.LittleEndian.PutUint16(hdr[4:], DeltaFormatVersion)
+	binary.LittleEndian.PutUint16(hdr[6:], flags)
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(len(edits)))
 	dst.Write(hdr[:])
 	for _, e := range edits {
@@ -462,7 +534,8 @@ func DecodeDelta(data []byte, alloc memory.Allocator) (opID string, parts []oper
 	if v := binary.LittleEndian.Uint16(data[4:]); v != DeltaFormatVersion {
 		return "", nil, nil, fmt.Errorf("%w: delta format version %d, this build reads %d", ErrCorrupt, v, DeltaFormatVersion)
 	}
-	if f := binary.LittleEndian.Uint16(data[6:]); f != 0 {
+	f := binary.LittleEndian.Uint16(data[6:])
+	if f&^deltaFlagRowSum != 0 {
 		return "", nil, nil, fmt.Errorf("%w: unknown delta flags %#x", ErrCorrupt, f)
 	}
 	nEdits := int(binary.LittleEndian.Uint32(data[8:]))
@@ -480,6 +553,7 @@ func DecodeDelta(data []byte, alloc memory.Allocator) (opID string, parts []oper
 			BaseRows:   int(binary.LittleEndian.Uint32(body[off+2:])),
 			ResultRows: int(binary.LittleEndian.Uint32(body[off+6:])),
 			ResultCRC:  binary.LittleEndian.Uint32(body[off+10:]),
+			RowSum:     f&deltaFlagRowSum != 0,
 		}
 		sl := int(binary.LittleEndian.Uint32(body[off+14:]))
 		off += editHeaderLen

@@ -109,6 +109,9 @@ func TestDiffApplyRebuilds(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := state.Edit{KeyGroup: 9, BaseRows: len(rows), ResultRows: len(next), ResultCRC: state.ValuesCRC(nb, uni), Script: script}
+		if step%2 == 1 { // every other edit checked as a patching writer checks it
+			e.ResultCRC, e.RowSum = state.RowsChecksum(nb, uni), true
+		}
 		var buf bytes.Buffer
 		if err := state.EncodeDelta(&buf, "count/s0", []operator.KeyGroupState{{KeyGroup: 9, Batch: stored}}, []state.Edit{e}); err != nil {
 			t.Fatal(err)
@@ -117,6 +120,9 @@ func TestDiffApplyRebuilds(t *testing.T) {
 		_, parts, edits, err := state.DecodeDelta(buf.Bytes(), mem)
 		if err != nil || len(parts) != 1 || len(edits) != 1 {
 			t.Fatalf("seed %d step %d: decode: %d parts, %d edits, %v", seed, step, len(parts), len(edits), err)
+		}
+		if edits[9].RowSum != e.RowSum {
+			t.Fatalf("seed %d step %d: RowSum %v decoded as %v", seed, step, e.RowSum, edits[9].RowSum)
 		}
 		got, err := state.Apply(base, parts[0].Batch, edits[9], uni, mem)
 		operator.ReleaseStates(parts)
@@ -224,5 +230,103 @@ func TestDeltaRefusesDamage(t *testing.T) {
 	defer short.Release()
 	if _, err := state.Apply(short, stored, e, 2, mem); err == nil {
 		t.Fatal("edit applied to a base of another size")
+	}
+}
+
+// TestRowSumChecksRowsAndPositions: RowsChecksum changes with any value,
+// with the row order and with the row count, updates row by row as a
+// patching writer updates it, and an edit checked by it refuses a result
+// it was not made for.
+func TestRowSumChecksRowsAndPositions(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rows := [][]int64{{1, 10, 100}, {2, 20, 200}, {3, 30, 300}}
+	sum := func(rows [][]int64) uint32 {
+		b := optest.Batch(mem, deltaSchema, rows)
+		defer b.Release()
+		return state.RowsChecksum(b, -1)
+	}
+	base := sum(rows)
+	for name, other := range map[string][][]int64{
+		"value":   {{1, 10, 100}, {2, 21, 200}, {3, 30, 300}},
+		"swapped": {{2, 20, 200}, {1, 10, 100}, {3, 30, 300}},
+		"shorter": {{1, 10, 100}, {2, 20, 200}},
+	} {
+		if sum(other) == base {
+			t.Errorf("%s: same checksum %08x", name, base)
+		}
+	}
+	// Row by row: replace row 1, append a row.
+	cols := [][]int64{{1, 2, 3}, {10, 20, 30}, {100, 200, 300}}
+	s := state.RowsChecksumCols(cols, 3, -1)
+	s -= state.RowHash(cols, 1, -1)
+	cols[1][1] = 21
+	s += state.RowHash(cols, 1, -1)
+	for c, v := range []int64{4, 40, 400} {
+		cols[c] = append(cols[c], v)
+	}
+	s += state.RowCountShare + state.RowHash(cols, 3, -1)
+	want := sum([][]int64{{1, 10, 100}, {2, 21, 200}, {3, 30, 300}, {4, 40, 400}})
+	if s != want {
+		t.Fatalf("updated row by row %08x, computed whole %08x", s, want)
+	}
+	// An edit replacing row 1 and appending one, applied to a base whose
+	// row 0 differs, fails its check.
+	var w state.ScriptWriter
+	w.Add(state.OpCopy, 1)
+	w.Add(state.OpSkip, 1)
+	w.Add(state.OpTake, 1)
+	w.Add(state.OpCopy, 1)
+	w.Add(state.OpTake, 1)
+	e := state.Edit{KeyGroup: 3, BaseRows: 3, ResultRows: 4, ResultCRC: want, RowSum: true, Script: w.Bytes()}
+	stored := optest.Batch(mem, deltaSchema, [][]int64{{2, 21, 200}, {4, 40, 400}})
+	defer stored.Release()
+	good := optest.Batch(mem, deltaSchema, rows)
+	defer good.Release()
+	got, err := state.Apply(good, stored, e, -1, mem)
+	if err != nil {
+		t.Fatalf("apply to its base: %v", err)
+	}
+	got.Release()
+	// Checked from the base's sum and the changed rows alone: the same
+	// verdicts.
+	got, gs, err := state.ApplySum(good, stored, e, -1, base, true, mem)
+	if err != nil || gs != want {
+		t.Fatalf("apply from the base's sum: %08x, %v; want %08x", gs, err, want)
+	}
+	got.Release()
+	if b, _, err := state.ApplySum(good, stored, e, -1, base+1, true, mem); !errors.Is(err, state.ErrCorrupt) {
+		if b != nil {
+			b.Release()
+		}
+		t.Fatalf("apply from a wrong base sum: %v, want ErrCorrupt", err)
+	}
+	// A script that moves rows is checked by a pass over the result.
+	var mv state.ScriptWriter
+	mv.Add(state.OpSkip, 1)
+	mv.Add(state.OpCopy, 2)
+	mv.Add(state.OpTake, 2)
+	moved := [][]int64{{2, 20, 200}, {3, 30, 300}, {2, 21, 200}, {4, 40, 400}}
+	em := state.Edit{KeyGroup: 3, BaseRows: 3, ResultRows: 4, ResultCRC: sum(moved), RowSum: true, Script: mv.Bytes()}
+	got, gs, err = state.ApplySum(good, stored, em, -1, base, true, mem)
+	if err != nil || gs != sum(moved) {
+		t.Fatalf("apply of a moving script: %08x, %v; want %08x", gs, err, sum(moved))
+	}
+	got.Release()
+	bad := optest.Batch(mem, deltaSchema, [][]int64{{1, 11, 100}, {2, 20, 200}, {3, 30, 300}})
+	defer bad.Release()
+	if b, err := state.Apply(bad, stored, e, -1, mem); err == nil || !errors.Is(err, state.ErrCorrupt) {
+		if b != nil {
+			b.Release()
+		}
+		t.Fatalf("apply to another base: %v, want ErrCorrupt", err)
+	}
+	// One object, one check: mixing is refused.
+	var buf bytes.Buffer
+	e2 := e
+	e2.KeyGroup, e2.RowSum = 4, false
+	err = state.EncodeDelta(&buf, "x", []operator.KeyGroupState{{KeyGroup: 3, Batch: stored}, {KeyGroup: 4, Batch: stored}}, []state.Edit{e, e2})
+	if err == nil {
+		t.Fatal("edits with both checks encoded")
 	}
 }

@@ -1,0 +1,349 @@
+package microbatch
+
+// State versions from the operators' change hand-over.
+//
+// An operator that implements operator.ChangeSnapshotter hands over only
+// the key groups (or, within a group, the entries) changed since the last
+// acknowledged snapshot. The worker keeps its base of such a stage as plain
+// columns (patchGroup) and patches it in place: an entry it already holds
+// is overwritten where it is, a new one appended, so the edit that rebuilds
+// the group from its previous version is "copy, skip one, take one" around
+// each changed position, and costs the change, not the group. A group
+// handed over whole is diffed with its base as takeSnapshot does.
+//
+// The snapshot's sequence number is acknowledged once commits/N, which
+// names the version, is durable (committedBatch), and the acknowledgement
+// is delivered right before the next hand-over, when the operator is idle.
+// A version that never became durable is not acknowledged: the operator
+// hands its changes over again, and the base, which already holds them,
+// sees the entries equal and writes nothing for them.
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/state"
+)
+
+// patchGroup is one key group's state as of the last version written or
+// restored, column by column (every column int64, without nulls), in
+// storage's row order.
+type patchGroup struct {
+	cols [][]int64
+	// index maps an entry's key to its row, built on the first entry
+	// hand-over and kept while rows only change in place or are appended.
+	index *posIndex
+	// sum is state.RowsChecksum of the rows (when hasSum), kept up to
+	// date row by row so an edit's check costs the change.
+	sum    uint32
+	hasSum bool
+}
+
+func (g *patchGroup) rows() int { return len(g.cols[0]) }
+
+// newPatchGroup copies b's values.
+func newPatchGroup(b arrow.RecordBatch) (*patchGroup, error) {
+	vals, ok := state.Int64Columns(b)
+	if !ok {
+		return nil, fmt.Errorf("state of schema %s is not plain int64 columns", b.Schema())
+	}
+	g := &patchGroup{cols: make([][]int64, len(vals))}
+	for c, v := range vals {
+		g.cols[c] = slices.Clone(v)
+	}
+	return g, nil
+}
+
+// batch wraps the group's columns as a batch without copying them. It is
+// valid until the group is next patched; its memory is the Go heap's.
+func (g *patchGroup) batch(s *arrow.Schema) arrow.RecordBatch {
+	arrs := make([]arrow.Array, len(g.cols))
+	for c, v := range g.cols {
+		buf := memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(v))
+		data := array.NewData(arrow.PrimitiveTypes.Int64, len(v), []*memory.Buffer{nil, buf}, nil, 0, 0)
+		arrs[c] = array.NewInt64Data(data)
+		data.Release()
+	}
+	return operator.NewBatchOwning(s, len(g.cols[0]), arrs...)
+}
+
+// usesChanges reports whether stage op's state versions come from its
+// change hand-over: it offers one and its state is plain int64 columns.
+// The marker lesson fingerprints whole snapshots and keeps Snapshot.
+func (c *coordinator) usesChanges(op operator.Operator) bool {
+	cs, ok := op.(operator.ChangeSnapshotter)
+	return ok && state.Diffable(cs.StateSchema()) && c.marker() == nil
+}
+
+// initChanges prepares the worker's change bookkeeping for stages stages.
+func (w *worker) initChanges(stages int) {
+	w.pbase = make([][keygroup.Count]*patchGroup, stages)
+	w.takenSeq = make([]uint64, stages)
+	w.durableSeq = make([]uint64, stages)
+}
+
+// changesDurable records that the snapshots taken so far are in a durable
+// version.
+func (w *worker) changesDurable() {
+	copy(w.durableSeq, w.takenSeq)
+}
+
+// takeChanges is takeSnapshot for a stage that hands over changes: it
+// patches the worker's base and records per changed group an edit or the
+// group whole.
+func (w *worker) takeChanges(si int, alloc memory.Allocator) (*stageSnap, error) {
+	op := w.ops[si].(operator.ChangeSnapshotter)
+	if seq := w.durableSeq[si]; seq > 0 {
+		op.AckChanges(seq)
+	}
+	hc, err := op.SnapshotChanges()
+	if err != nil {
+		return nil, err
+	}
+	defer operator.ReleaseChanges(hc)
+	w.takenSeq[si] = hc.Seq
+	schema := op.StateSchema()
+	s := &stageSnap{si: si, worker: w, patched: true, schema: schema}
+	base := &w.pbase[si]
+	for _, g := range hc.Groups {
+		if g.KeyGroup < 0 || g.KeyGroup >= keygroup.Count || !g.Batch.Schema().Equal(schema) {
+			s.release()
+			return nil, fmt.Errorf("change hand-over: key group %d with schema %s, want %s", g.KeyGroup, g.Batch.Schema(), schema)
+		}
+		var ch *groupDiff
+		if g.Entries {
+			ch, err = patchEntries(base, g, hc.KeyColumn, alloc)
+		} else {
+			ch, err = patchWhole(base, g, alloc)
+		}
+		if err != nil {
+			s.release()
+			return nil, fmt.Errorf("change hand-over, key group %d: %w", g.KeyGroup, err)
+		}
+		if base[g.KeyGroup] == nil {
+			s.deleted = append(s.deleted, g.KeyGroup)
+			continue
+		}
+		if ch != nil {
+			s.changes = append(s.changes, ch.kgChange)
+			s.changedRows += ch.changed
+		}
+	}
+	for _, g := range base {
+		if g != nil {
+			s.rows += int64(g.rows())
+			s.bytes += int64(g.rows() * len(g.cols) * 8)
+		}
+	}
+	return s, nil
+}
+
+// patchWhole replaces group g's base with g's batch and diffs the two.
+func patchWhole(base *[keygroup.Count]*patchGroup, g operator.GroupChange, alloc memory.Allocator) (*groupDiff, error) {
+	old := base[g.KeyGroup]
+	if g.Batch.NumRows() == 0 {
+		base[g.KeyGroup] = nil
+		return nil, nil
+	}
+	ng, err := newPatchGroup(g.Batch)
+	if err != nil {
+		return nil, err
+	}
+	base[g.KeyGroup] = ng
+	if old == nil {
+		return &groupDiff{kgChange{kg: g.KeyGroup}, g.Batch.NumRows()}, nil
+	}
+	ob := old.batch(g.Batch.Schema())
+	defer ob.Release()
+	d, err := diffGroup(ob, operator.KeyGroupState{KeyGroup: g.KeyGroup, Batch: g.Batch}, alloc)
+	if err == nil && d != nil && d.edit != nil {
+		// One check for every edit of the object (state.EncodeDelta).
+		ng.sum, ng.hasSum = state.RowsChecksum(g.Batch, uniformColumn(g.Batch.Schema())), true
+		d.edit.ResultCRC, d.edit.RowSum = ng.sum, true
+	}
+	return d, err
+}
+
+// patchEntries writes g's entries into the base of their group in place
+// (new ones at its end) and returns the edit that does the same to the
+// stored version, or nil when no entry differs from the base.
+func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, keyCol int, alloc memory.Allocator) (*groupDiff, error) {
+	vals, ok := state.Int64Columns(g.Batch)
+	if !ok || keyCol < 0 || keyCol >= len(vals) {
+		return nil, fmt.Errorf("entries of schema %s keyed by column %d are not plain int64 columns", g.Batch.Schema(), keyCol)
+	}
+	pg := base[g.KeyGroup]
+	if pg == nil {
+		pg = &patchGroup{cols: make([][]int64, len(vals))}
+		base[g.KeyGroup] = pg
+	}
+	uni := uniformColumn(g.Batch.Schema())
+	if pg.index == nil {
+		pg.index = newPosIndex(pg.rows() + int(g.Batch.NumRows()))
+		for r, k := range pg.cols[keyCol] {
+			pg.index.put(k, r)
+		}
+	}
+	if !pg.hasSum {
+		pg.sum, pg.hasSum = state.RowsChecksumCols(pg.cols, pg.rows(), uni), true
+	}
+	baseRows := pg.rows()
+	// repl packs each replaced entry as position<<32 | hand-over row, so
+	// sorting by position is a plain integer sort.
+	repl := make([]uint64, 0, len(vals[keyCol]))
+	var added []int
+	keys := vals[keyCol]
+	for r, k := range keys {
+		pos, ok := pg.index.get(k)
+		if !ok {
+			at := pg.rows()
+			pg.index.put(k, at)
+			for c := range vals {
+				pg.cols[c] = append(pg.cols[c], vals[c][r])
+			}
+			pg.sum += state.RowCountShare + state.RowHash(pg.cols, at, uni)
+			added = append(added, r)
+			continue
+		}
+		same := true
+		for c := range vals {
+			same = same && pg.cols[c][pos] == vals[c][r]
+		}
+		if same {
+			continue // handed over again (a version not acknowledged)
+		}
+		pg.sum -= state.RowHash(pg.cols, pos, uni)
+		for c := range vals {
+			pg.cols[c][pos] = vals[c][r]
+		}
+		pg.sum += state.RowHash(pg.cols, pos, uni)
+		repl = append(repl, uint64(pos)<<32|uint64(r))
+	}
+	if pg.rows() != g.Rows || pg.index.n != pg.rows() {
+		return nil, fmt.Errorf("the operator holds %d entries, the worker's copy of its state %d (%d distinct keys)", g.Rows, pg.rows(), pg.index.n)
+	}
+	n := len(repl) + len(added)
+	if n == 0 {
+		return nil, nil
+	}
+	d := &groupDiff{kgChange{kg: g.KeyGroup}, int64(n)}
+	if baseRows == 0 || 2*n > pg.rows() {
+		return d, nil // mostly new: whole is smaller and ends the chain
+	}
+	slices.Sort(repl)
+	take := make([]int, 0, n)
+	var w state.ScriptWriter
+	at := 0
+	for _, x := range repl {
+		pos := int(x >> 32)
+		w.Add(state.OpCopy, pos-at)
+		w.Add(state.OpSkip, 1)
+		w.Add(state.OpTake, 1)
+		take = append(take, int(uint32(x)))
+		at = pos + 1
+	}
+	w.Add(state.OpCopy, baseRows-at)
+	w.Add(state.OpTake, len(added))
+	take = append(take, added...)
+	if uni >= 0 {
+		// Apply gives every row the first stored row's value of the
+		// uniform column; the base follows.
+		v := vals[uni][take[0]]
+		for i := range pg.cols[uni] {
+			pg.cols[uni][i] = v
+		}
+	}
+	rows, err := state.Gather(g.Batch, take, alloc)
+	if err != nil {
+		return nil, err
+	}
+	d.rows = rows
+	d.edit = &state.Edit{KeyGroup: g.KeyGroup, BaseRows: baseRows, ResultRows: pg.rows(), ResultCRC: pg.sum, RowSum: true, Script: w.Bytes()}
+	return d, nil
+}
+
+// patchedParts wraps the base groups of s's stage named by kgs (nil: every
+// non-empty one) for encoding; the caller releases them before the base
+// is patched again.
+func (s *stageSnap) patchedParts(kgs []int) []operator.KeyGroupState {
+	base := &s.worker.pbase[s.si]
+	var parts []operator.KeyGroupState
+	if kgs == nil {
+		for kg, g := range base {
+			if g != nil {
+				parts = append(parts, operator.KeyGroupState{KeyGroup: kg, Batch: g.batch(s.schema)})
+			}
+		}
+		return parts
+	}
+	for _, kg := range kgs {
+		parts = append(parts, operator.KeyGroupState{KeyGroup: kg, Batch: base[kg].batch(s.schema)})
+	}
+	return parts
+}
+
+// posIndex maps an entry's key to its row: open addressing, linear
+// probing, key and row side by side so a lookup touches one cache line
+// (a Go map took a quarter of the hand-over's time).
+type posIndex struct {
+	slots []posSlot
+	n     int
+}
+
+type posSlot struct {
+	key int64
+	row int32 // row+1; 0: empty
+}
+
+func newPosIndex(n int) *posIndex {
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	return &posIndex{slots: make([]posSlot, size)}
+}
+
+func (x *posIndex) get(k int64) (int, bool) {
+	mask := uint64(len(x.slots) - 1)
+	for i := keygroup.Hash(k) & mask; ; i = (i + 1) & mask {
+		s := &x.slots[i]
+		if s.row == 0 {
+			return 0, false
+		}
+		if s.key == k {
+			return int(s.row - 1), true
+		}
+	}
+}
+
+// put records k at row; a key already present keeps its first row (and
+// is not counted twice, so n says how many keys are distinct).
+func (x *posIndex) put(k int64, row int) {
+	if 2*(x.n+1) > len(x.slots) {
+		old := x.slots
+		x.slots, x.n = make([]posSlot, 2*len(old)), 0
+		for _, s := range old {
+			if s.row != 0 {
+				x.put(s.key, int(s.row-1))
+			}
+		}
+	}
+	mask := uint64(len(x.slots) - 1)
+	for i := keygroup.Hash(k) & mask; ; i = (i + 1) & mask {
+		s := &x.slots[i]
+		if s.row == 0 {
+			*s = posSlot{key: k, row: int32(row + 1)}
+			x.n++
+			return
+		}
+		if s.key == k {
+			return
+		}
+	}
+}
