@@ -97,6 +97,12 @@ func (a *applier) drain() error {
 	return a.err
 }
 
+func (a *applier) appliedSeq() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.applied
+}
+
 func (a *applier) failed() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -117,7 +123,7 @@ func (a *applier) halt() {
 func (s *idempotentSink) runApplier() {
 	a := &s.ap
 	defer close(a.done)
-	var last time.Time
+	last := time.Now()
 	for {
 		select {
 		case <-a.kick:
@@ -301,7 +307,7 @@ func (s *idempotentSink) replayLog() error {
 	for _, name := range []string{idemLogOld, IdempotentLog} {
 		p := s.log.path(name)
 		last := name == IdempotentLog || curErr != nil
-		chunks, first, present, err := readIdemLog(p, s.id, rowLen, last)
+		chunks, first, present, err := readIdemLog(p, s.path, s.id, rowLen, last)
 		if err != nil {
 			return s.logDamage(p, err)
 		}

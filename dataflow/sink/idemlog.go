@@ -128,6 +128,30 @@ func (l *idemLog) append(frame []byte) (int64, error) {
 	return seq, nil
 }
 
+// resetLog empties the log once the store holds every frame in it, so a
+// finished output does not keep a copy of its rows there. A crash midway
+// leaves a log with a torn header or none, which holds nothing anyway.
+func (s *idempotentSink) resetLog() error {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	l := &s.log
+	if l.f == nil || l.broken != nil || l.next-1 != s.ap.appliedSeq() {
+		return nil // a flush raced in, or the log is unusable: leave it
+	}
+	if err := l.close(); err != nil {
+		return err
+	}
+	if err := removeIfExists(l.path(idemLogOld)); err != nil {
+		return err
+	}
+	l.oldLast = 0
+	if err := l.create(); err != nil {
+		l.broken = fmt.Errorf("recreating %s: %w", l.path(IdempotentLog), err)
+		return l.broken
+	}
+	return nil
+}
+
 func (l *idemLog) close() error {
 	if l.f == nil {
 		return nil
@@ -140,12 +164,12 @@ func (l *idemLog) close() error {
 // errLogDamaged marks a log file that cannot be read as written.
 var errLogDamaged = errors.New("damaged")
 
-// readIdemLog reads one log file written for store id, whose rows are
+// readIdemLog reads one log file written for the store (file store) of id, whose rows are
 // rowLen bytes. present is false when there is no such file. last says
 // it is the newest file: only there may a torn tail (a frame whose write
 // a crash cut short, never acknowledged) end it, and is dropped; anywhere
 // else damage is an error.
-func readIdemLog(path, id string, rowLen int, last bool) (chunks []logChunk, first int64, present bool, err error) {
+func readIdemLog(path, store, id string, rowLen int, last bool) (chunks []logChunk, first int64, present bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, false, nil
@@ -168,7 +192,7 @@ func readIdemLog(path, id string, rowLen int, last bool) (chunks []logChunk, fir
 		return nil, 0, true, bad("its header fails its checksum")
 	}
 	if got := string(h[8:40]); got != id {
-		return nil, 0, true, fmt.Errorf("it was written for store %s, but the store in this directory is %s (was the store deleted or replaced?)", strings.ToValidUTF8(got, "?"), id)
+		return nil, 0, true, fmt.Errorf("it was written for store %q, but the store %s is %s (was the store deleted or replaced?)", strings.ToValidUTF8(got, "?"), store, id)
 	}
 	first = int64(binary.BigEndian.Uint64(h[40:]))
 	want := first

@@ -416,6 +416,9 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 	if err := s.ap.drain(); err != nil {
 		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
 	}
+	if err := s.resetLog(); err != nil {
+		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
+	}
 	sh := s.shape
 	name := idempotentExport + extOf(s.format)
 	tmp, _, err := writeTemp(s.dir, name, func(w io.Writer) error {

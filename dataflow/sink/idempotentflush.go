@@ -117,7 +117,7 @@ func (s *idempotentSink) appendFrame(batch []*flushReq) error {
 	if s.log.f == nil && s.log.broken == nil {
 		s.log.broken = fmt.Errorf("%s is closed", s.log.path(IdempotentLog))
 	}
-	if s.log.size >= idemSegmentBytes && s.log.oldLast == 0 && s.log.broken == nil {
+	if s.log.size >= idemSegmentBytes && s.log.size > idemLogHeaderLen && s.log.oldLast == 0 && s.log.broken == nil {
 		last := s.log.next - 1
 		if err := s.log.rotate(); err != nil {
 			s.log.broken = fmt.Errorf("rotating %s: %w", s.log.path(IdempotentLog), err)
