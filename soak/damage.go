@@ -13,7 +13,7 @@ import (
 
 // A durable file is one a run leaves for the next process to rely on: an
 // object in durable shared storage, or a file the sink keeps in the output
-// directory (the idempotent store, staged and visible part files, the run
+// directory (the idempotent store and its log, staged and visible part files, the run
 // record). Its kind is its path with every number replaced by N, below the
 // run's directory in storage: "storage chk-N/_metadata", "output
 // _staging/eN-sN-aN-pN.csv". Kinds come from paths, so a new file of any

@@ -108,6 +108,7 @@ func TestDamage(t *testing.T) {
 		"store/microbatch/etl/RUN-0/offsets/00000000000000000001": "another run",
 		"store/microbatch/etl/RUN-1/.tmp-x":                       "a temporary",
 		"out/_idempotent.db":                                      "bbolt",
+		"out/_idempotent.log":                                     "log",
 		"out/_rewind-run.lock":                                    "",
 		"out/_staging/e3-s0-a1-p0.csv":                            "staged",
 	}
@@ -129,7 +130,7 @@ func TestDamage(t *testing.T) {
 		got = append(got, k+":"+strings.Repeat("+", len(fs)))
 	}
 	slices.Sort(got)
-	want := "output _idempotent.db:+ output _staging/eN-sN-aN-pN.csv:+ storage offsets/N:++"
+	want := "output _idempotent.db:+ output _idempotent.log:+ output _staging/eN-sN-aN-pN.csv:+ storage offsets/N:++"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("durable files by kind: %v, want %s", got, want)
 	}
@@ -140,7 +141,7 @@ func TestDamage(t *testing.T) {
 	// A flip done by the campaign and by its printed command agree.
 	path := off.Path
 	orig, _ := os.ReadFile(path)
-	d, ok, err := Damage{Kind: 2, Pick: 0, Action: "flip", At: 3}.Apply(kinds)
+	d, ok, err := Damage{Kind: 3, Pick: 0, Action: "flip", At: 3}.Apply(kinds)
 	if err != nil || !ok || d.File.Path != path {
 		t.Fatalf("flip: %v %v %v", d, ok, err)
 	}

@@ -100,6 +100,27 @@ var destDamages = []destDamage{
 		must(t, os.WriteFile(p, b, 0o644))
 		return p, false, true
 	}},
+	// The store's log holds the rows acknowledged since the store's last
+	// transaction: at the kill the applier may have moved them all into
+	// the store (the damage is harmless) or not (it must be refused).
+	{"log-deleted", "idempotent", func(t *testing.T, _ destExec, out string, _ *rand.Rand) (string, bool, bool) {
+		p := filepath.Join(out, sink.IdempotentLog)
+		must(t, os.Remove(p))
+		return p, false, true
+	}},
+	{"log-truncated-half", "idempotent", func(t *testing.T, _ destExec, out string, _ *rand.Rand) (string, bool, bool) {
+		p := filepath.Join(out, sink.IdempotentLog)
+		b := readFile(t, p)
+		must(t, os.Truncate(p, int64(len(b)/2)))
+		return p, false, true
+	}},
+	{"log-bytes-flipped", "idempotent", func(t *testing.T, _ destExec, out string, r *rand.Rand) (string, bool, bool) {
+		p := filepath.Join(out, sink.IdempotentLog)
+		b := readFile(t, p)
+		b[r.IntN(len(b))] ^= 0xFF
+		must(t, os.WriteFile(p, b, 0o644))
+		return p, false, true
+	}},
 	{"staged-deleted", "transactional", func(t *testing.T, e destExec, out string, _ *rand.Rand) (string, bool, bool) {
 		p := oldestStaged(t, out)
 		must(t, os.Remove(p))

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -78,10 +79,16 @@ type idempotentSink struct {
 	recorded   int64
 	recordedAt time.Time
 
+	recSeq int64 // the log frame the journal last recorded as acknowledged
+
 	dmu     sync.Mutex
 	damaged error // set by guard: the store is not used again
 
 	group groupCommit
+	lmu   sync.Mutex // log.oldLast and rotation
+	log   idemLog
+	acked atomic.Int64 // the last log frame fsynced
+	ap    applier
 }
 
 func openIdempotentSink(b *base) (Sink, error) {
@@ -150,6 +157,11 @@ func openIdempotentSink(b *base) (Sink, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := s.replayLog(); err != nil {
+		_ = s.log.close()
+		return fail(err)
+	}
+	go s.runApplier()
 	return s, nil
 }
 
@@ -297,16 +309,20 @@ func (s *idempotentSink) Attach(j *Journal) error {
 		case rows < rec.Rows:
 			return fmt.Errorf("destination %s lost rows: it holds %d, but the run's record of its destination says at least %d: %s",
 				s.path, rows, rec.Rows, refuseHint)
+		case rec.LogSeq > s.acked.Load():
+			return fmt.Errorf("destination %s lost acknowledged rows: it and its log %s hold flushes through number %d, but the run's record of its destination says %d were acknowledged (was the log, or %s, deleted or truncated?): %s",
+				s.path, s.log.path(IdempotentLog), s.acked.Load(), rec.LogSeq, s.log.path(idemLogOld), refuseHint)
 		}
-		s.journal, s.recorded = j, rec.Rows
+		s.journal, s.recorded, s.recSeq = j, rec.Rows, rec.LogSeq
 		return nil
 	}
 	// Recorded before any flush of this run returns, so a complete
 	// recovery point implies the record names this store.
-	if err := j.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows})); err != nil {
+	seq := s.acked.Load()
+	if err := j.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows, LogSeq: seq})); err != nil {
 		return err
 	}
-	s.journal, s.recorded = j, rows
+	s.journal, s.recorded, s.recSeq = j, rows, seq
 	return nil
 }
 
@@ -320,54 +336,61 @@ func (s *idempotentSink) Writer(subtask, attempt int) (Writer, error) {
 	return &idempotentWriter{writerBase: wb, s: s}, nil
 }
 
-// countEvery spaces the records of the row count: each is a Put in
-// durable storage, and a batch every few milliseconds should not pay one
-// each. The count is a lower bound, so an older one is still a valid check
-// (the store's id is what catches a deleted or replaced store).
-var countEvery = time.Second
-
-// Commit records the store's row count, at most every countEvery: every
-// epoch <= epoch is in it (its flushes returned), so a resumed run that
-// finds fewer rows has lost some.
-func (s *idempotentSink) Commit(int64) error {
+// Record implements Sink: every flush of epochs <= epoch returned, so
+// their rows are in log frames up to the last one fsynced; that number,
+// and the rows the store held (a lower bound), go on record before the
+// recovery point is written. A resumed run whose store and log hold fewer
+// frames lost acknowledged rows (a deleted or truncated log). One Put per
+// recovery point that follows new flushes.
+func (s *idempotentSink) Record(int64) error {
 	if s.journal == nil {
 		return nil
 	}
-	s.recMu.Lock()
-	due := time.Since(s.recordedAt) >= countEvery
-	s.recMu.Unlock()
-	if !due {
-		return nil
+	if err := s.ap.failed(); err != nil {
+		return err
 	}
+	seq := s.acked.Load()
 	var rows int64
 	if err := s.view(func(tx *bolt.Tx) error { rows = count(tx); return nil }); err != nil {
 		return err
 	}
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
-	if rows == s.recorded {
+	if seq <= s.recSeq && rows <= s.recorded {
 		return nil
 	}
-	if err := s.journal.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows})); err != nil {
+	seq, rows = max(seq, s.recSeq), max(rows, s.recorded)
+	if err := s.journal.put(storeRecordName, encodeStoreRecord(storeRecord{StoreID: s.id, Rows: rows, LogSeq: seq})); err != nil {
 		return err
 	}
-	s.recorded, s.recordedAt = rows, time.Now()
+	s.recorded, s.recSeq = rows, seq
 	return nil
 }
+
+// Commit records as Record does (normally nothing new: the executors call
+// Record first).
+func (s *idempotentSink) Commit(epoch int64) error { return s.Record(epoch) }
 
 func (s *idempotentSink) Recover(int64) error { return nil }
 
 // Close drops the writers' unflushed rows and closes the store; flushed rows
-// are in it already.
+// are in it or in its log already (the next open applies the log).
 func (s *idempotentSink) Close() error {
 	if s.closeWriters() {
 		return nil
 	}
+	s.ap.halt()
+	s.lmu.Lock()
+	lerr := s.log.close()
+	s.lmu.Unlock()
 	s.dmu.Lock()
 	s.damaged = nil // closing is allowed, and needed, after damage
 	s.dmu.Unlock()
 	if err := s.guard(s.db.Close); err != nil {
 		return fmt.Errorf("closing idempotent store %s: %w", s.path, err)
+	}
+	if lerr != nil {
+		return fmt.Errorf("closing idempotent store log %s: %w", s.log.path(IdempotentLog), lerr)
 	}
 	return nil
 }
@@ -388,6 +411,13 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 	s.mu.Unlock()
 	if closed {
 		return fmt.Errorf("exporting idempotent store %s: sink is closed", s.path)
+	}
+	// The export reads the store alone, so the log is drained into it.
+	if err := s.ap.drain(); err != nil {
+		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
+	}
+	if err := s.resetLog(); err != nil {
+		return fmt.Errorf("exporting idempotent store %s: %w", s.path, err)
 	}
 	sh := s.shape
 	name := idempotentExport + extOf(s.format)

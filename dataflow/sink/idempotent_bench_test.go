@@ -96,3 +96,69 @@ func benchIdempotentFlush(b *testing.B, layout Layout, keys, rows, writers int) 
 	b.ReportMetric(ms(0.99), "p99_ms")
 	b.ReportMetric(float64(len(lats)*rows)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// BenchmarkIdempotentApply measures the applier alone: one transaction
+// upserting `rows` random rows into a store already holding `keys` keys
+// (what the applier does with the frames gathered while the previous
+// transaction was written).
+//
+// Reproduce: go test -run '^$' -bench BenchmarkIdempotentApply -benchtime 5x ./dataflow/sink/
+func BenchmarkIdempotentApply(b *testing.B) {
+	layout := testLayout()
+	for _, keys := range []int{100_000, 4_000_000} {
+		for _, rows := range []int{100_000, 1_000_000} {
+			b.Run(fmt.Sprintf("keys=%d/rows=%d", keys, rows), func(b *testing.B) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				defer mem.AssertSize(b, 0)
+				s := openSink(b, b.TempDir(), Idempotent, Parquet, layout, mem)
+				defer s.Close()
+				is := s.(*idempotentSink)
+				is.ap.halt() // the benchmark applies by hand
+				w, err := s.Writer(0, 0)
+				must(b, err, "writer")
+				defer w.Close()
+				iw := w.(*idempotentWriter)
+				seq := int64(0)
+				chunk := func(rs [][]int64) logChunk {
+					seq++
+					frame := iw.encode([][][]int64{transpose(rs)})
+					return logChunk{seq: seq, rows: frame[idemFrameHdrLen:]}
+				}
+				const fill = 1 << 18
+				for lo := 0; lo < keys; lo += fill {
+					part := make([][]int64, 0, fill)
+					for k := lo; k < min(lo+fill, keys); k++ {
+						part = append(part, []int64{int64(k % 1000), int64(k / 1000), 0, int64(k)})
+					}
+					must(b, is.applyChunks([]logChunk{chunk(part)}), "fill")
+				}
+				r := rand.New(rand.NewPCG(uint64(keys), uint64(rows)))
+				v := int64(1)
+				for b.Loop() {
+					b.StopTimer()
+					in := make([][]int64, rows)
+					for j := range in {
+						k := r.IntN(keys)
+						in[j] = []int64{int64(k % 1000), int64(k / 1000), v, r.Int64N(1 << 40)}
+					}
+					c := chunk(in)
+					b.StartTimer()
+					must(b, is.applyChunks([]logChunk{c}), "apply")
+					v++
+				}
+				b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}
+
+func transpose(rows [][]int64) [][]int64 {
+	cols := make([][]int64, len(rows[0]))
+	for i := range cols {
+		cols[i] = make([]int64, len(rows))
+		for r, row := range rows {
+			cols[i][r] = row[i]
+		}
+	}
+	return cols
+}

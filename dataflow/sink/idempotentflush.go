@@ -1,10 +1,8 @@
 package sink
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,48 +18,44 @@ func storeOptions() *bolt.Options {
 	return &bolt.Options{Timeout: storeLockTimeout, FreelistType: bolt.FreelistMapType}
 }
 
-// upsert is one row encoded for the store: key and value (columns, then
-// their checksum).
-type upsert struct{ k, v []byte }
-
-// flushReq is one writer's flush waiting for the transaction that covers it.
+// flushReq is one writer's flush waiting for the log append that covers
+// it: frame is its rows with room for a frame header in front.
 type flushReq struct {
-	rows []upsert
-	done chan flushResult
+	frame []byte
+	done  chan flushResult
 }
 
-// flushResult tells a waiting flush how its transaction ended, or that it
-// is to run the next transaction itself.
+// flushResult tells a waiting flush how its append ended, or that it is
+// to write the next append itself.
 type flushResult struct {
 	err  error
 	lead bool
 }
 
-// groupCommit gathers the flushes of every writer that arrive while a
-// transaction is being written and applies them together in the next one.
-// A transaction costs an fsync and a copy of every page it touches,
-// whatever it holds, so flushes every millisecond from several writers
-// paid that cost each, one after another. A flush still returns only once
-// the transaction holding its rows is durable. The flush that finds no
-// transaction running writes one (it leads); when it is done it hands the
-// lead to the oldest flush that queued meanwhile, so no goroutine lives
-// beside the writers and no flush writes others' transactions forever.
+// groupCommit gathers the flushes of every writer that arrive while the
+// log is being appended to and fsynced, and writes them as one frame in
+// the next append: the fsync is the cost, whatever the frame holds. A
+// flush still returns only once the frame holding its rows is durable.
+// The flush that finds no append running writes one (it leads); when it
+// is done it hands the lead to the oldest flush that queued meanwhile, so
+// no goroutine lives beside the writers and no flush writes others'
+// appends forever.
 type groupCommit struct {
 	mu    sync.Mutex
 	busy  bool
 	queue []*flushReq
-	txns  int // transactions written, for tests
+	txns  int // appends written, for tests
 }
 
-// applyHook, when set (tests only), runs as a transaction starts, with
-// the number of flushes it holds.
-var applyHook func(flushes int)
+// appendHook, when set (tests only), runs as an append starts, with the
+// number of flushes it holds.
+var appendHook func(flushes int)
 
-// commit makes rows durable in the store, grouped with whatever other
-// writers flush at the same time.
-func (s *idempotentSink) commit(rows []upsert) error {
+// commit makes a flush's rows durable in the log, grouped with whatever
+// other writers flush at the same time.
+func (s *idempotentSink) commit(frame []byte) error {
 	g := &s.group
-	req := &flushReq{rows: rows, done: make(chan flushResult, 1)}
+	req := &flushReq{frame: frame, done: make(chan flushResult, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, req)
 	if g.busy {
@@ -73,16 +67,20 @@ func (s *idempotentSink) commit(rows []upsert) error {
 		g.busy = true
 		g.mu.Unlock()
 	}
-	// Leading: write everything queued, this flush's rows among them.
+	// Leading: a full applier holds every writer here, so memory stays
+	// bounded; what queues meanwhile joins this append.
+	err := s.ap.waitRoom()
 	g.mu.Lock()
 	batch := g.queue
 	g.queue = nil
 	g.txns++
 	g.mu.Unlock()
-	if applyHook != nil {
-		applyHook(len(batch))
+	if err == nil {
+		if appendHook != nil {
+			appendHook(len(batch))
+		}
+		err = s.appendFrame(batch)
 	}
-	err := s.apply(batch)
 	for _, r := range batch {
 		r.done <- flushResult{err: err}
 	}
@@ -98,54 +96,43 @@ func (s *idempotentSink) commit(rows []upsert) error {
 	return (<-req.done).err
 }
 
-// apply upserts the rows of every request in one bbolt transaction, which
-// bbolt fsyncs before returning; a crash during it leaves none of them
-// applied. Rows are sorted by key first, as bbolt writes ordered keys much
-// faster; the sort is stable and keeps the requests in arrival order, so
-// that among equal keys and versions the last written wins, as it would
-// unsorted.
-func (s *idempotentSink) apply(batch []*flushReq) error {
-	var rows []upsert
-	if len(batch) == 1 {
-		rows = batch[0].rows
-	} else {
-		n := 0
+// appendFrame writes the rows of every request as one log frame, then
+// hands them to the applier.
+func (s *idempotentSink) appendFrame(batch []*flushReq) error {
+	if err := s.guard(func() error { return nil }); err != nil {
+		return err // damaged: nothing is acknowledged any more
+	}
+	frame := batch[0].frame
+	if len(batch) > 1 {
+		n := idemFrameHdrLen
 		for _, r := range batch {
-			n += len(r.rows)
+			n += len(r.frame) - idemFrameHdrLen
 		}
-		rows = make([]upsert, 0, n)
+		frame = make([]byte, idemFrameHdrLen, n)
 		for _, r := range batch {
-			rows = append(rows, r.rows...)
+			frame = append(frame, r.frame[idemFrameHdrLen:]...)
 		}
 	}
-	slices.SortStableFunc(rows, func(a, b upsert) int { return bytes.Compare(a.k, b.k) })
-	ncols := len(s.shape.cols)
-	vo := 8 * s.shape.verIdx
-	return s.update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketRows)
-		added := int64(0)
-		for _, r := range rows {
-			old := bk.Get(r.k)
-			if old == nil {
-				added++
-			} else {
-				if err := s.checkRow(r.k, old, 8*ncols); err != nil {
-					return err
-				}
-				// Greater version wins; an equal one replaces (a replay
-				// writes the same row again).
-				if int64(binary.BigEndian.Uint64(old[vo:])) > int64(binary.BigEndian.Uint64(r.v[vo:])) {
-					continue
-				}
-			}
-			if err := bk.Put(r.k, r.v); err != nil {
-				return err
-			}
+	s.lmu.Lock()
+	if s.log.f == nil && s.log.broken == nil {
+		s.log.broken = fmt.Errorf("%s is closed", s.log.path(IdempotentLog))
+	}
+	if s.log.size >= idemSegmentBytes && s.log.size > idemLogHeaderLen && s.log.oldLast == 0 && s.log.broken == nil {
+		last := s.log.next - 1
+		if err := s.log.rotate(); err != nil {
+			s.log.broken = fmt.Errorf("rotating %s: %w", s.log.path(IdempotentLog), err)
+		} else {
+			s.log.oldLast = last
 		}
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(count(tx)+added))
-		return tx.Bucket(bucketMeta).Put(metaCount, n[:])
-	})
+	}
+	seq, err := s.log.append(frame)
+	s.lmu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.acked.Store(seq)
+	s.ap.add(logChunk{seq: seq, rows: frame[idemFrameHdrLen:]})
+	return nil
 }
 
 type idempotentWriter struct {
@@ -153,8 +140,8 @@ type idempotentWriter struct {
 	s *idempotentSink
 }
 
-// Flush makes everything buffered durable in the store before it returns
-// (see commit): after Flush the rows survive a crash.
+// Flush makes everything buffered durable in the store's log before it
+// returns (see commit): after Flush the rows survive a crash.
 func (w *idempotentWriter) Flush(int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -172,10 +159,11 @@ func (w *idempotentWriter) Flush(int64) error {
 	return nil
 }
 
-// encode turns buffered columns into store rows. bbolt requires keys and
-// values to stay untouched until the transaction ends, so each row gets
-// its own bytes in one slab.
-func (w *idempotentWriter) encode(chunks [][][]int64) []upsert {
+// encode turns buffered columns into store rows (key, columns, checksum)
+// in one slab behind room for a log frame's header. The slab is the
+// frame's payload and, until the applier is done, the rows bbolt is
+// given: it is never written to again.
+func (w *idempotentWriter) encode(chunks [][][]int64) []byte {
 	sh := w.sink.shape
 	ncols := len(sh.cols)
 	keyLen, valLen := 8*len(sh.keyIdx), 8*ncols+rowSumLen
@@ -183,8 +171,8 @@ func (w *idempotentWriter) encode(chunks [][][]int64) []upsert {
 	for _, c := range chunks {
 		n += len(c[0])
 	}
-	slab := make([]byte, n*(keyLen+valLen))
-	rows := make([]upsert, 0, n)
+	frame := make([]byte, idemFrameHdrLen+n*(keyLen+valLen))
+	slab := frame[idemFrameHdrLen:]
 	for _, cols := range chunks {
 		for r := range cols[0] {
 			k, v := slab[:keyLen:keyLen], slab[keyLen:keyLen+valLen:keyLen+valLen]
@@ -198,10 +186,9 @@ func (w *idempotentWriter) encode(chunks [][][]int64) []upsert {
 				binary.BigEndian.PutUint64(v[8*c:], uint64(cols[c][r]))
 			}
 			binary.BigEndian.PutUint32(v[8*ncols:], rowSum(k, v[:8*ncols]))
-			rows = append(rows, upsert{k, v})
 		}
 	}
-	return rows
+	return frame
 }
 
 func (w *idempotentWriter) Close() error { return w.close() }

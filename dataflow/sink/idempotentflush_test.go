@@ -23,8 +23,8 @@ func TestIdempotentGroupCommit(t *testing.T) {
 
 	release := make(chan struct{})
 	var first sync.Once
-	applyHook = func(int) { first.Do(func() { <-release }) }
-	defer func() { applyHook = nil }()
+	appendHook = func(int) { first.Do(func() { <-release }) }
+	defer func() { appendHook = nil }()
 
 	// Every writer writes every key, each with versions of its own
 	// (distinct across writers), in shuffled order.
@@ -85,12 +85,11 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// TestIdempotentGroupFailsTogether: when a transaction fails (here a
-// stored row fails its checksum), the flush leading it and every flush
-// queued behind it get an error naming the damaged store: none of their
-// rows was applied, so none may be acknowledged.
-func TestIdempotentGroupFailsTogether(t *testing.T) {
-	const writers = 4
+// TestIdempotentApplyFailureFailsLaterFlushes: when the applier's
+// transaction fails (here a stored row fails its checksum), the rows it
+// held are in the log (acknowledged, applied at the next open), but the
+// store is damaged: the next flush, Record and Finish fail naming it.
+func TestIdempotentApplyFailureFailsLaterFlushes(t *testing.T) {
 	f := newFixture(t)
 	s := f.open(Idempotent, Parquet)
 	defer s.Close()
@@ -99,6 +98,7 @@ func TestIdempotentGroupFailsTogether(t *testing.T) {
 	defer w0.Close()
 	write(t, f.mem, w0, f.layout, 0, [][]int64{{1, 1, 0, 0}})
 	must(t, w0.Flush(0), "first flush")
+	must(t, is.ap.drain(), "drain")
 	// Damage the stored row behind the sink's back.
 	must(t, is.db.Update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRows).Cursor()
@@ -107,36 +107,16 @@ func TestIdempotentGroupFailsTogether(t *testing.T) {
 		bad[0] ^= 1
 		return tx.Bucket(bucketRows).Put(append([]byte(nil), k...), bad)
 	}), "damage")
-
-	release := make(chan struct{})
-	var first sync.Once
-	applyHook = func(int) { first.Do(func() { <-release }) }
-	defer func() { applyHook = nil }()
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for w := range writers {
-		wr := f.writer(s, w+1, 0)
-		defer wr.Close()
-		// Every writer upserts the damaged key, so whichever group
-		// reads it fails.
-		write(t, f.mem, wr, f.layout, 1, [][]int64{{1, 1, int64(w + 1), 0}})
-		wg.Go(func() { errs <- wr.Flush(1) })
-		if w == 0 {
-			waitFor(t, func() bool { is.group.mu.Lock(); defer is.group.mu.Unlock(); return is.group.busy })
+	write(t, f.mem, w0, f.layout, 1, [][]int64{{1, 1, 1, 0}})
+	must(t, w0.Flush(1), "flush into the log")
+	want := func(err error, what string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "damaged embedded store") || !strings.Contains(err.Error(), is.path) {
+			t.Fatalf("%s after the applier met a damaged row: %v; want an error naming the damaged store", what, err)
 		}
 	}
-	waitFor(t, func() bool { is.group.mu.Lock(); defer is.group.mu.Unlock(); return len(is.group.queue) == writers-1 })
-	close(release)
-	wg.Wait()
-	close(errs)
-	n := 0
-	for err := range errs {
-		if err == nil || !strings.Contains(err.Error(), "damaged embedded store") {
-			t.Fatalf("flush into a store with a damaged row: %v; want every flush to fail naming the damaged store", err)
-		}
-		n++
-	}
-	if n != writers {
-		t.Fatalf("%d flushes reported, want %d", n, writers)
-	}
+	want(is.ap.drain(), "drain")
+	write(t, f.mem, w0, f.layout, 2, [][]int64{{1, 1, 2, 0}})
+	want(w0.Flush(2), "flush")
+	want(s.Finish(), "finish")
 }

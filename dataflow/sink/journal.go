@@ -225,9 +225,11 @@ type storeRecord struct {
 	V       int    `json:"v"`
 	StoreID string `json:"store_id"`
 	Rows    int64  `json:"rows"`
+	// LogSeq is the last log frame acknowledged (version 2; 0 in 1).
+	LogSeq int64 `json:"log_seq,omitempty"`
 }
 
-const storeRecordVersion = 1
+const storeRecordVersion = 2
 
 const storeRecordName = "idempotent.json"
 
@@ -248,13 +250,16 @@ func decodeStoreRecord(data []byte) (storeRecord, error) {
 		return r, errors.New("data after the record")
 	}
 	switch {
-	case r.V != storeRecordVersion:
+	case r.V != storeRecordVersion && r.V != 1:
 		return r, fmt.Errorf("version %d, want %d", r.V, storeRecordVersion)
+	case r.LogSeq < 0:
+		return r, fmt.Errorf("log frame %d", r.LogSeq)
 	case !validStoreID(r.StoreID):
 		return r, fmt.Errorf("store id %q is not one a store is given", r.StoreID)
 	case r.Rows < 0:
 		return r, fmt.Errorf("%d rows", r.Rows)
 	}
+	r.V = storeRecordVersion // a version 1 record reads as one with no frame
 	return r, nil
 }
 

@@ -36,12 +36,14 @@ func FuzzDecodeStoreRecord(f *testing.F) {
 	f.Add(encodeStoreRecord(storeRecord{StoreID: "0123456789abcdef0123456789abcdef", Rows: 5}))
 	f.Add([]byte(`{"v":1,"store_id":"0123456789ABCDEF0123456789abcdef","rows":5}`))
 	f.Add([]byte(`{"v":1,"store_id":"0123456789abcdef0123456789abcdef","rows":-1}`))
+	f.Add([]byte(`{"v":2,"store_id":"0123456789abcdef0123456789abcdef","rows":5,"log_seq":7}`))
+	f.Add([]byte(`{"v":2,"store_id":"0123456789abcdef0123456789abcdef","rows":5,"log_seq":-7}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := decodeStoreRecord(data)
 		if err != nil {
 			return
 		}
-		if !validStoreID(r.StoreID) || r.Rows < 0 {
+		if !validStoreID(r.StoreID) || r.Rows < 0 || r.LogSeq < 0 {
 			t.Fatalf("accepted %+v", r)
 		}
 		again, err := decodeStoreRecord(encodeStoreRecord(r))

@@ -61,7 +61,7 @@ func TestRoundTrip(t *testing.T) {
 
 				// Temporary files are gone once every publish returned.
 				if debris := slices.DeleteFunc(dirNames(t, f.dir), func(n string) bool {
-					return isVisible(n) || n == StagingDir || n == IdempotentStore
+					return isVisible(n) || n == StagingDir || n == IdempotentStore || n == IdempotentLog
 				}); len(debris) != 0 {
 					t.Errorf("hidden files left behind: %v", debris)
 				}
