@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,20 +92,13 @@ table. Exit status 1 when a run failed or produced a wrong result.`,
 			if err != nil {
 				return err
 			}
-			files, err := res.WriteDir(out)
-			if err != nil {
-				return fmt.Errorf("writing the results into %s: %w", out, err)
-			}
-			fmt.Fprintf(stderr, "bench cost: wrote %s\n", strings.Join(files, ", "))
-			if err := res.WriteTable(stdout); err != nil {
-				return err
-			}
+			failed := ""
 			for _, row := range res.Rows {
 				if row.Error != "" || row.Wrong > 0 {
-					return fmt.Errorf("at least one run failed or differed from the reference (see the table)")
+					failed = "at least one run failed or differed from the reference (see the table)"
 				}
 			}
-			return nil
+			return reportBench(res, "cost", out, stdout, stderr, failed)
 		},
 	}
 	fl := cmd.Flags()
@@ -118,4 +112,28 @@ table. Exit status 1 when a run failed or produced a wrong result.`,
 	fl.StringVar(&out, "out", "rewind-bench/cost", "directory for cost.json, cost.csv and the figure")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log executor details to stderr")
 	return cmd
+}
+
+// benchResults is what a bench subcommand measured: written as files, then
+// printed as a Markdown table.
+type benchResults interface {
+	WriteDir(dir string) ([]string, error)
+	WriteTable(w io.Writer) error
+}
+
+// reportBench writes res into out and its table to stdout, and fails the
+// command when failed says a run failed, after everything is written.
+func reportBench(res benchResults, name, out string, stdout, stderr io.Writer, failed string) error {
+	files, err := res.WriteDir(out)
+	if err != nil {
+		return fmt.Errorf("writing the results into %s: %w", out, err)
+	}
+	fmt.Fprintf(stderr, "bench %s: wrote %s\n", name, strings.Join(files, ", "))
+	if err := res.WriteTable(stdout); err != nil {
+		return err
+	}
+	if failed != "" {
+		return errors.New(failed)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,20 +62,13 @@ the table as Markdown. Exit status 1 when a run failed.`,
 			if err != nil {
 				return err
 			}
-			files, err := res.WriteDir(out)
-			if err != nil {
-				return fmt.Errorf("writing the results into %s: %w", out, err)
-			}
-			fmt.Fprintf(stderr, "bench latency: wrote %s\n", strings.Join(files, ", "))
-			if err := res.WriteTable(stdout); err != nil {
-				return err
-			}
+			failed := ""
 			for _, row := range res.Rows {
 				if row.Error != "" {
-					return fmt.Errorf("at least one run failed (see the table)")
+					failed = "at least one run failed (see the table)"
 				}
 			}
-			return nil
+			return reportBench(res, "latency", out, stdout, stderr, failed)
 		},
 	}
 	fl := cmd.Flags()

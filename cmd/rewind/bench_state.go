@@ -94,20 +94,13 @@ failed.`,
 			if err != nil {
 				return err
 			}
-			files, err := res.WriteDir(out)
-			if err != nil {
-				return fmt.Errorf("writing the results into %s: %w", out, err)
-			}
-			fmt.Fprintf(stderr, "bench state: wrote %s\n", strings.Join(files, ", "))
-			if err := res.WriteTable(stdout); err != nil {
-				return err
-			}
+			failed := ""
 			for _, row := range res.Rows {
 				if row.Error != "" {
-					return fmt.Errorf("at least one run failed (see the table)")
+					failed = "at least one run failed (see the table)"
 				}
 			}
-			return nil
+			return reportBench(res, "state", out, stdout, stderr, failed)
 		},
 	}
 	fl := cmd.Flags()

@@ -135,18 +135,8 @@ func (c *Conn) closeWith(err error) {
 
 // write sends one frame, flushed.
 func (c *Conn) write(kind Kind, channel uint32, parts ...[]byte) error {
-	var n int
-	for _, p := range parts {
-		n += len(p)
-	}
-	return c.writeStreamed(kind, channel, n, func(w io.Writer) error {
-		for _, p := range parts {
-			if _, err := w.Write(p); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	n, body := partsBody(parts)
+	return c.writeStreamed(kind, channel, n, body)
 }
 
 // writeStreamed sends one frame of n bytes that body writes, flushed.

@@ -161,18 +161,24 @@ func NewWriter(w io.Writer) *Writer {
 // (so a batch's metadata and body need not be copied together first).
 // Nothing reaches the stream until Flush, or until the buffer fills.
 func (w *Writer) Write(kind Kind, channel uint32, parts ...[]byte) error {
+	n, body := partsBody(parts)
+	return w.WriteStreamed(kind, channel, n, body)
+}
+
+// partsBody is a payload made of parts: its length and its writer.
+func partsBody(parts [][]byte) (int, func(io.Writer) error) {
 	var n int
 	for _, p := range parts {
 		n += len(p)
 	}
-	return w.WriteStreamed(kind, channel, n, func(out io.Writer) error {
+	return n, func(out io.Writer) error {
 		for _, p := range parts {
 			if _, err := out.Write(p); err != nil {
 				return err
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // WriteStreamed writes one frame of n payload bytes that body writes.
