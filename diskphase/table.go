@@ -368,13 +368,20 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 	if len(fields) != schema.NumFields() {
 		return 0, fmt.Errorf("%w: %d columns, want %d (%v)", errBadTable, len(fields), schema.NumFields(), schema)
 	}
-	// perm[j] is the schema position of file column j.
+	// perm[j] is the schema position of file column j: a permutation, so a
+	// name given twice (and another missing) is refused, not decoded into
+	// a batch with a column missing.
 	perm := make([]int, len(fields))
+	seen := make([]bool, schema.NumFields())
 	for j, fd := range fields {
 		idx := schema.FieldIndices(fd.Name())
 		if len(idx) != 1 || !fd.Leaf() || fd.Repeated() || !parquetio.IsInt64(fd.Type()) {
 			return 0, fmt.Errorf("%w: column %q does not match %v", errBadTable, fd.Name(), schema)
 		}
+		if seen[idx[0]] {
+			return 0, fmt.Errorf("%w: column %q appears twice", errBadTable, fd.Name())
+		}
+		seen[idx[0]] = true
 		perm[j] = idx[0]
 	}
 	var total int64
@@ -392,7 +399,11 @@ func decodeTable(data []byte, schema *arrow.Schema, alloc memory.Allocator, fn f
 				}
 			}
 		}
-		for j, cc := range rg.ColumnChunks() {
+		chunks := rg.ColumnChunks()
+		if len(chunks) != len(fields) {
+			return total, fmt.Errorf("%w: a row group has %d columns, the schema %d", errBadTable, len(chunks), len(fields))
+		}
+		for j, cc := range chunks {
 			// n is the file's claim, so memory follows the values the
 			// pages hold: sized for PLAIN pages of this file (exact for an
 			// uncompressed table), grown by doubling past that.
