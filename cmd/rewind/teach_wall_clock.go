@@ -71,7 +71,7 @@ func teachWallClock(c *classroom) (*verdict, error) {
 	restored := int64(-1)
 	for try := 1; restored < 0; try++ {
 		if try > wallClockTries {
-			return nil, fmt.Errorf("--teach %s: in %d runs the wrong run restored no recovery point (the crash came before its first cut completed), so no cut was ever used; a less busy machine, or --checkpoint-interval shorter than the input, gives it time", mistake.WallClock, wallClockTries)
+			return nil, fmt.Errorf("--teach %s: in %d runs the wrong run restored no recovery point, so no cut was ever used (on a busy machine the crash can come before the first cut completes; a less busy machine gives it time)", mistake.WallClock, wallClockTries)
 		}
 		wcfg, err := c.config(exec)
 		if err != nil {
