@@ -159,6 +159,21 @@ func (w *worker) queueOf(g int) *partQueue {
 	return nil
 }
 
+// stopReaders stops a killed worker's readers and waits for them; its
+// queues keep what they read, for teardown to close.
+func (w *worker) stopReaders() {
+	w.kill()
+	if w.cancel != nil {
+		w.cancel()
+	}
+	if !w.started {
+		return
+	}
+	for _, r := range w.readers {
+		<-r.done
+	}
+}
+
 // teardown drops everything the worker holds. Nothing it held is consulted
 // again.
 func (w *worker) teardown() {

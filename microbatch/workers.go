@@ -342,6 +342,14 @@ func (c *coordinator) takeDeaths() []int64 {
 	case <-c.deathCh:
 	default:
 	}
+	// A killed worker's readers notice the kill on their own time: wait for
+	// them, so the positions below are how far they really read (read
+	// later, the difference was read again but never billed).
+	for _, w := range c.workers {
+		if w.dead() {
+			w.stopReaders()
+		}
+	}
 	hw, _, _, _ := c.status()
 	c.recMu.Lock()
 	for _, rec := range c.pendingRecoveries {
