@@ -36,7 +36,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 func main() {
 	ctx, cancel := context.WithCancel(context.Background())
-	go firstSignalStops(cancel, os.Stderr)
+	firstSignalStops(cancel, os.Stderr)
 	serveDebugProfiles(os.Stderr)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	cancel()
@@ -48,14 +48,17 @@ func main() {
 // work and lets the command finish what it owes (a run's summary counts
 // its output, which after an hour of writing takes minutes); a second ends
 // the process at once. The output directory is consistent either way:
-// counting only reads it, and `rewind resolve DIR` counts it later.
+// counting only reads it, and `rewind resolve DIR` counts it later. The
+// handler is in place when it returns.
 func firstSignalStops(cancel context.CancelFunc, stderr io.Writer) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	sig := <-sigs
-	cancel()
-	signal.Reset(os.Interrupt, syscall.SIGTERM)
-	fmt.Fprintf(stderr, "rewind: %s: stopping and finishing what is owed (the summary); %s again quits at once\n", sigName(sig), sigName(sig))
+	go func() {
+		sig := <-sigs
+		cancel()
+		signal.Reset(os.Interrupt, syscall.SIGTERM)
+		fmt.Fprintf(stderr, "rewind: %s: stopping and finishing what is owed (the summary); %s again quits at once\n", sigName(sig), sigName(sig))
+	}()
 }
 
 func sigName(s os.Signal) string {

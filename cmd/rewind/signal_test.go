@@ -19,7 +19,7 @@ const signalChildEnv = "REWIND_TEST_SIGNAL_CHILD"
 
 func signalChild() {
 	ctx, cancel := context.WithCancel(context.Background())
-	go firstSignalStops(cancel, os.Stderr)
+	firstSignalStops(cancel, os.Stderr) // in place before "ready"
 	fmt.Println("ready")
 	<-ctx.Done()
 	fmt.Println("cancelled")

@@ -163,15 +163,14 @@ func (c *Conn) OpenReceiver(channel uint32, schema *arrow.Schema, capacity int) 
 	if capacity <= 0 || capacity > maxCredit {
 		return nil, fmt.Errorf("wire: receiver capacity %d; allowed 1..%d", capacity, maxCredit)
 	}
-	r := &Receiver{c: c, channel: channel, capacity: capacity, ready: make(chan struct{}, 1),
+	r := &Receiver{c: c, channel: channel, capacity: capacity, ready: make(chan struct{}, 1), credit: capacity,
 		dec: batchDecoder{alloc: c.opts.Alloc, schema: schema}}
 	c.mu.Lock()
 	if c.receivers[channel] != nil {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("wire: channel %d is already open", channel)
 	}
-	c.receivers[channel] = r
-	r.credit = capacity
+	c.receivers[channel] = r // the read loop may deliver to it from here on
 	c.mu.Unlock()
 	if err := c.write(KindCredit, channel, credit(capacity)); err != nil {
 		return nil, err

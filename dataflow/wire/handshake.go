@@ -144,9 +144,23 @@ func (l *Listener) acceptLoop() {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			// Close must not wait out a silent stranger's handshake.
+			hsDone := make(chan struct{})
+			go func() {
+				select {
+				case <-l.done:
+					_ = nc.Close()
+				case <-hsDone:
+				}
+			}()
 			c, h, err := l.handshake(nc)
+			close(hsDone)
 			if err != nil {
-				l.cfg.Conn.Log("wire: refused %s: %v", nc.RemoteAddr(), err)
+				select {
+				case <-l.done: // closed under it: not a refusal
+				default:
+					l.cfg.Conn.Log("wire: refused %s: %v", nc.RemoteAddr(), err)
+				}
 				_ = nc.Close()
 				return
 			}

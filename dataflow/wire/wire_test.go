@@ -394,3 +394,20 @@ func TestVariableWidthColumnsAreRefusedAtTheSender(t *testing.T) {
 		t.Fatalf("OpenSender with a string column: %v", err)
 	}
 }
+
+func TestCloseDoesNotWaitForASilentStranger(t *testing.T) {
+	l, _, _, _ := pair(t, pairOpts{})
+	nc, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	time.Sleep(50 * time.Millisecond) // its handshake is under way, waiting for a Hello
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > DefaultHandshakeTimeout/2 {
+		t.Fatalf("Close took %s: it waited for a silent connection's handshake", d)
+	}
+}
