@@ -223,7 +223,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 		c.met.note(fmt.Sprintf("lineage: batch %d lost every worker, so nobody could rebuild its pieces; the batch was re-run", c.cur.Batch))
 		return false, c.noteRerun(done)
 	}
-	c.takeDeaths()
+	hw := c.takeDeaths()
 	waited, start := c.replacement(ctx, noticed)
 	read := c.counted.Read()
 
@@ -321,8 +321,16 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 		}
 	}
 
+	// Besides the lost pieces (read again by the rebuild, from sources of
+	// its own), the replacements' readers open at the last committed
+	// position and read again what the dead readers had read from there.
+	isDead := map[int]bool{}
+	for _, d := range dead {
+		isDead[int(d)] = true
+	}
+	reread := c.reprocessedRecords(hw, func(w int) bool { return isDead[w] }, false)
 	primary := c.takeRecoveries()
-	c.met.recovered(primary, waited, start, time.Now(), res.Loss.RecordsReread, c.counted.Read()-read)
+	c.met.recovered(primary, waited, start, time.Now(), res.Loss.RecordsReread+reread, c.counted.Read()-read)
 	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: c.committed,
 		Note: fmt.Sprintf("replaced the dead workers; batch %d goes on with the lost pieces rebuilt", c.cur.Batch)})
 	c.met.lostPieces(lostPieceReport{
