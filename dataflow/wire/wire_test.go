@@ -336,8 +336,10 @@ func TestASilentPeerIsDeclaredDead(t *testing.T) {
 	}
 	// A frozen worker (SIGSTOP looks like this: the socket stays open,
 	// nothing comes) is declared dead within about the timeout.
-	_, coord2, _, _ := pair(t, pairOpts{coord: Options{HeartbeatTimeout: timeout}})
+	// start is before the connection exists, so no correct declaration
+	// can come less than the timeout after it.
 	start := time.Now()
+	_, coord2, _, _ := pair(t, pairOpts{coord: Options{HeartbeatTimeout: timeout}})
 	select {
 	case <-coord2.Done():
 	case <-time.After(20 * timeout):
