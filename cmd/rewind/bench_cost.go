@@ -45,11 +45,9 @@ table. Exit status 1 when a run failed or produced a wrong result.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
-			js := strings.Split(jobs, ",")
-			for _, j := range js {
-				if !slices.Contains(job.Names(), j) {
-					return usagef("invalid --jobs %q: allowed are %s", j, strings.Join(job.Names(), ", "))
-				}
+			js, err := parseJobs(jobs)
+			if err != nil {
+				return err
 			}
 			var ps []int
 			for _, s := range strings.Split(pars, ",") {
@@ -136,4 +134,15 @@ func reportBench(res benchResults, name, out string, stdout, stderr io.Writer, f
 		return errors.New(failed)
 	}
 	return nil
+}
+
+// parseJobs is a --jobs list of built-in job names, comma-separated.
+func parseJobs(list string) ([]string, error) {
+	js := strings.Split(list, ",")
+	for _, j := range js {
+		if !slices.Contains(job.Names(), j) {
+			return nil, usagef("invalid --jobs %q: allowed are %s", j, strings.Join(job.Names(), ", "))
+		}
+	}
+	return js, nil
 }

@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-engine/rewind/bench"
-	"github.com/rewind-engine/rewind/dataflow/job"
 )
 
 // newBenchStateCmd is `rewind bench state`: issue #18's table of state at
@@ -40,11 +38,9 @@ failed.`,
   rewind bench state --jobs keyed-count --keys 10000000 --executors recordwise`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			js := strings.Split(jobs, ",")
-			for _, j := range js {
-				if !slices.Contains(job.Names(), j) {
-					return usagef("invalid --jobs %q: allowed are %s", j, strings.Join(job.Names(), ", "))
-				}
+			js, err := parseJobs(jobs)
+			if err != nil {
+				return err
 			}
 			var ks []int64
 			for _, s := range strings.Split(keys, ",") {
