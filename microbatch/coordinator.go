@@ -47,7 +47,7 @@ type coordinator struct {
 	deathCh chan struct{}
 	// pendingRecoveries are worker crashes not yet repaired.
 	recMu             sync.Mutex
-	pendingRecoveries []*recovery
+	pendingRecoveries []pendingCrash
 
 	bg       sync.WaitGroup // background work (retention, stray writes)
 	async    chan asyncResult
@@ -160,7 +160,7 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: rp.LastCommitted, Note: "new coordinator"})
 	}
 	c.met.restoredFrom(rp.LastCommitted, c.ends)
-	c.met.recovered(crashed, waited, restoreStart, restored, reprocessed, c.counted.Read()-read)
+	c.met.recovered(oneOf(crashed), nil, waited, restoreStart, restored, reprocessed, c.counted.Read()-read)
 	// Events are fed one at a time, in the order they arrive: those the
 	// actions return at once, then those of actions still in flight.
 	queue := []Event{Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun}}

@@ -218,13 +218,15 @@ func (c *coordinator) recoverLostPieces(ctx context.Context, se *stageEnv, done 
 // rebuildRound repairs the workers dead now (steps 1-4 above).
 func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) (bool, error) {
 	noticed := time.Now()
-	dead, alive := c.deadAndAlive()
+	c.opts.hooks.midRepair("scan", c.killFor)
+	deadSet, scanned := c.deadNow()
+	dead, alive := c.split(deadSet)
 	if len(alive) == 0 {
 		c.met.note(fmt.Sprintf("lineage: batch %d lost every worker, so nobody could rebuild its pieces; the batch was re-run", c.cur.Batch))
 		return false, c.noteRerun(done)
 	}
-	hw := c.takeDeaths()
-	waited, start := c.replacement(ctx, noticed)
+	hw := c.takeDeaths(deadSet)
+	waited, start := c.replacement(ctx, noticed, scanned)
 	read := c.counted.Read()
 
 	// 1. Everything the dead workers held is dropped.
@@ -257,6 +259,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	if err := c.replaceWorkers(ctx, ids); err != nil {
 		return false, err
 	}
+	c.opts.hooks.midRepair("replaced", c.killFor)
 
 	// 2. Plan and rebuild the lost pieces on the survivors.
 	bp, err := c.batchPieces(done)
@@ -324,13 +327,9 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	// Besides the lost pieces (read again by the rebuild, from sources of
 	// its own), the replacements' readers open at the last committed
 	// position and read again what the dead readers had read from there.
-	isDead := map[int]bool{}
-	for _, d := range dead {
-		isDead[int(d)] = true
-	}
-	reread := c.reprocessedRecords(hw, func(w int) bool { return isDead[w] }, false)
-	primary := c.takeRecoveries()
-	c.met.recovered(primary, waited, start, time.Now(), res.Loss.RecordsReread+reread, c.counted.Read()-read)
+	reread := c.reprocessedRecords(hw, func(w int) bool { return deadSet[w] }, false)
+	repaired, pending := c.takeRecoveries(scanned)
+	c.met.recovered(repaired, pending, waited, start, time.Now(), res.Loss.RecordsReread+reread, c.counted.Read()-read)
 	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: c.committed,
 		Note: fmt.Sprintf("replaced the dead workers; batch %d goes on with the lost pieces rebuilt", c.cur.Batch)})
 	c.met.lostPieces(lostPieceReport{
@@ -340,10 +339,10 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	return true, nil
 }
 
-// deadAndAlive splits the workers by whether they were killed.
-func (c *coordinator) deadAndAlive() (dead, alive []lineage.WorkerID) {
+// split splits the workers by whether they are in dead.
+func (c *coordinator) split(deadSet map[int]bool) (dead, alive []lineage.WorkerID) {
 	for _, w := range c.workers {
-		if w.dead() {
+		if deadSet[w.id] {
 			dead = append(dead, lineage.WorkerID(w.id))
 		} else {
 			alive = append(alive, lineage.WorkerID(w.id))
@@ -371,7 +370,8 @@ func (c *coordinator) noteRerun(done int) error {
 	if err != nil {
 		return err
 	}
-	dead, alive := c.deadAndAlive()
+	deadSet, _ := c.deadNow()
+	dead, alive := c.split(deadSet)
 	lost, err := lineage.Plan(bp.graph, dead, nil, alive)
 	if err != nil {
 		return err

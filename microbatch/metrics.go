@@ -3,6 +3,7 @@ package microbatch
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,14 +178,17 @@ func (m *metrics) batchLost(id int64, logged bool, reason string) {
 	m.progress.Emit("batch", map[string]any{"batch_id": id, "status": status, "reason": reason})
 }
 
-// recovered completes the detection, acquire and restore figures of r:
-// waited holds r's detect and acquire (nil: none pending, nothing waited),
-// the replacement was ready at restoreStart, the restore read bytes from
-// storage. Every other crash not yet repaired that happened before
-// restoreStart (a second kill of a worker already down, a kill while the
-// coordinator was down) is repaired by the same recovery and shares its
-// figures, with nothing reprocessed on its account.
-func (m *metrics) recovered(r *recovery, waited *report.Crash, restoreStart, restoreEnd time.Time, reprocessed, bytes int64) {
+// recovered completes the detection, acquire and restore figures of the
+// crashes a recovery repaired: repaired (the first is the one it was for,
+// nil or empty when none was pending), waited holds that one's detect and
+// acquire (nil: nothing waited), the replacement was ready at
+// restoreStart, the restore read bytes from storage. Every other crash not
+// yet repaired that happened before restoreStart (a second kill of a
+// worker already down, a kill while the coordinator was down) is repaired
+// by the same recovery and shares its figures, with nothing reprocessed on
+// its account; a crash still pending (it killed a worker after its
+// replacement was in place) is not: the next recovery repairs it.
+func (m *metrics) recovered(repaired, pending []*recovery, waited *report.Crash, restoreStart, restoreEnd time.Time, reprocessed, bytes int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	detected, acquire := restoreStart, time.Duration(0)
@@ -196,8 +200,12 @@ func (m *metrics) recovered(r *recovery, waited *report.Crash, restoreStart, res
 	if bytes > 0 {
 		read = &bytes
 	}
+	var r *recovery
+	if len(repaired) > 0 {
+		r = repaired[0]
+	}
 	for _, o := range m.recoveries {
-		if o.Restored() || o.At.After(restoreStart) {
+		if o.Restored() || slices.Contains(pending, o) || (o.At.After(restoreStart) && !slices.Contains(repaired, o)) {
 			continue
 		}
 		rs := restoreEnd.Sub(restoreStart)
@@ -218,6 +226,14 @@ func (m *metrics) recovered(r *recovery, waited *report.Crash, restoreStart, res
 		m.progress.Emit("recovery", map[string]any{"cause": o.Cause, "detect_ms": report.Millis(d), "acquire_ms": report.Millis(a),
 			"restore_ms": report.Millis(rs), "reprocessed_records": rp})
 	}
+}
+
+// oneOf is r as the list recovered takes (empty for nil).
+func oneOf(r *recovery) []*recovery {
+	if r == nil {
+		return nil
+	}
+	return []*recovery{r}
 }
 
 // lostPieces records one lost-piece recovery (lineage.go).

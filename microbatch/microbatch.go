@@ -101,6 +101,18 @@ type testHooks struct {
 	// land inside the stage loop, while the batch holds pieces of the
 	// worker, instead of wherever the readers' timing puts it.
 	beforeSourceWait func(worker int, stop <-chan struct{})
+	// onRepair is called by a worker repair at stage "scan" (before it
+	// looks for the dead workers) and "replaced" (once the replacements
+	// are in place), with a function that kills a worker: tests land a
+	// kill exactly there.
+	onRepair func(stage string, kill func(worker int))
+}
+
+// midRepair calls onRepair, if set.
+func (h testHooks) midRepair(stage string, kill func(worker int)) {
+	if h.onRepair != nil {
+		h.onRepair(stage, kill)
+	}
 }
 
 // options are Options resolved against the run configuration.

@@ -167,23 +167,61 @@ func (c *coordinator) killWorker(cr *fault.Crash) {
 		return
 	}
 	w := c.workers[cr.Worker]
+	cause := fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec)
 	if w.dead() {
-		c.met.crash(fmt.Sprintf("worker %d killed (%s) while already down", cr.Worker, cr.Spec), time.Now(), nil)
-		return
+		cause += " while already down"
 	}
 	// The crash is on record before the worker dies: the coordinator may
 	// see the death and rebuild at once, and that rebuild must find the
 	// crash to bill (it was missed, leaving a crash without a recovery).
-	r := c.met.crash(fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec), time.Now(), nil)
-	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Crash, Worker: cr.Worker, Note: fmt.Sprintf("worker %d killed (%s)", cr.Worker, cr.Spec)})
+	// A second kill of a worker already down is pending too: the repair
+	// that replaces the worker repairs it (takeRecoveries).
+	r := c.met.crash(cause, time.Now(), nil)
 	c.recMu.Lock()
-	c.pendingRecoveries = append(c.pendingRecoveries, r)
+	c.pendingRecoveries = append(c.pendingRecoveries, pendingCrash{r: r, worker: cr.Worker})
 	c.recMu.Unlock()
+	if w.dead() {
+		return
+	}
+	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Crash, Worker: cr.Worker, Note: cause})
 	w.kill()
 	select {
 	case c.deathCh <- struct{}{}:
 	default:
 	}
+}
+
+// pendingCrash is a worker crash not yet repaired, and the worker it hit.
+type pendingCrash struct {
+	r      *recovery
+	worker int
+}
+
+// deadNow names the workers dead at this moment and counts the crashes
+// pending at the same moment. A kill holds wmu from its crash record to
+// the worker's death, so the two agree: the repair under way replaces
+// exactly these workers and repairs exactly these crashes, and a kill
+// landing later waits for the next repair unless its worker is replaced
+// anyway (takeRecoveries). Scanning the workers at one moment and billing
+// the crashes pending at another left a kill landing in between repaired
+// but never billed.
+func (c *coordinator) deadNow() (dead map[int]bool, pending int) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	dead = map[int]bool{}
+	for _, w := range c.workers {
+		if w.dead() {
+			dead[w.id] = true
+		}
+	}
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	return dead, len(c.pendingRecoveries)
+}
+
+// killFor kills worker id as a test hook asks (testHooks.onRepair).
+func (c *coordinator) killFor(id int) {
+	c.killWorker(&fault.Crash{Spec: fault.Spec{Worker: id, Point: "test hook"}, Worker: id})
 }
 
 func (c *coordinator) anyDead() bool {
@@ -203,14 +241,14 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if _, err := c.drain(); err != nil { // nothing is in flight by now
 		return nil, err
 	}
-	hw := c.takeDeaths()
-	waited, start := c.replacement(ctx, noticed)
+	c.opts.hooks.midRepair("scan", c.killFor)
+	dead, scanned := c.deadNow()
+	hw := c.takeDeaths(dead)
+	waited, start := c.replacement(ctx, noticed, scanned)
 	read := c.counted.Read()
-	dead := map[int]bool{}
 	var need []int
 	for _, w := range c.workers {
-		if w.dead() {
-			dead[w.id] = true
+		if dead[w.id] {
 			w.teardown()
 			need = append(need, w.id)
 		} else if r.Rollback {
@@ -241,6 +279,7 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	if err := c.replaceWorkers(ctx, need); err != nil {
 		return nil, err
 	}
+	c.opts.hooks.midRepair("replaced", c.killFor)
 	if r.Ahead < 0 {
 		if c.next != nil && r.Discarded == c.next.e.Batch {
 			r.Discarded = -1 // dropped below; c.cur is still published
@@ -254,8 +293,8 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 		c.curRerun = true
 	}
 	reprocessed := c.reprocessedRecords(hw, func(w int) bool { return dead[w] }, r.Rollback && r.Failed >= 0)
-	primary := c.takeRecoveries()
-	c.met.recovered(primary, waited, start, time.Now(), reprocessed, c.counted.Read()-read)
+	repaired, pending := c.takeRecoveries(scanned)
+	c.met.recovered(repaired, pending, waited, start, time.Now(), reprocessed, c.counted.Read()-read)
 	if tr := c.env.Trace; tr != nil {
 		note := "replaced the dead workers"
 		if r.Rollback {
@@ -272,13 +311,13 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 // replacement waits out the modelled detect and acquire of the first crash
 // pending repair (run.Env.Replacement), noticed at noticed, and returns
 // their figures and the moment the replacement is ready: the restore is
-// measured from there. Without a crash pending (a rebuild for a lost
-// file) there is nothing to wait for.
-func (c *coordinator) replacement(ctx context.Context, noticed time.Time) (*report.Crash, time.Time) {
+// measured from there. Without a crash among the scanned ones (a rebuild
+// for a lost file) there is nothing to wait for.
+func (c *coordinator) replacement(ctx context.Context, noticed time.Time, scanned int) (*report.Crash, time.Time) {
 	c.recMu.Lock()
 	var first *recovery
-	if len(c.pendingRecoveries) > 0 {
-		first = c.pendingRecoveries[0]
+	if scanned > 0 {
+		first = c.pendingRecoveries[0].r
 	}
 	c.recMu.Unlock()
 	if first == nil {
@@ -321,23 +360,34 @@ func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
 	return nil
 }
 
-// takeRecoveries clears the crashes pending repair and returns the first,
-// which the repair under way bills (nil if none).
-func (c *coordinator) takeRecoveries() *recovery {
+// takeRecoveries takes, at the end of a repair, the crashes it repaired:
+// the first scanned ones (deadNow), and those that landed since on a
+// worker the repair replaced anyway (its worker is alive now). A crash
+// whose worker is dead now hit it after its replacement was in place: it
+// stays pending, returned in pending, for the next repair, which the
+// death starts.
+func (c *coordinator) takeRecoveries(scanned int) (repaired, pending []*recovery) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.recMu.Lock()
 	defer c.recMu.Unlock()
-	recs := c.pendingRecoveries
-	c.pendingRecoveries = nil
-	if len(recs) == 0 {
-		return nil
+	var keep []pendingCrash
+	for i, p := range c.pendingRecoveries {
+		if i < scanned || !c.workers[p.worker].dead() {
+			repaired = append(repaired, p.r)
+			continue
+		}
+		keep = append(keep, p)
+		pending = append(pending, p.r)
 	}
-	return recs[0]
+	c.pendingRecoveries = keep
+	return repaired, pending
 }
 
 // takeDeaths consumes the death notification the repair under way handles
 // and records, for the bill of each crash pending, how far the readers had
 // read (what the recovery will read again).
-func (c *coordinator) takeDeaths() []int64 {
+func (c *coordinator) takeDeaths(dead map[int]bool) []int64 {
 	select {
 	case <-c.deathCh:
 	default:
@@ -346,14 +396,14 @@ func (c *coordinator) takeDeaths() []int64 {
 	// them, so the positions below are how far they really read (read
 	// later, the difference was read again but never billed).
 	for _, w := range c.workers {
-		if w.dead() {
+		if dead[w.id] {
 			w.stopReaders()
 		}
 	}
 	hw, _, _, _ := c.status()
 	c.recMu.Lock()
 	for _, rec := range c.pendingRecoveries {
-		c.met.setHighWater(rec, hw)
+		c.met.setHighWater(rec.r, hw)
 	}
 	c.recMu.Unlock()
 	return hw
