@@ -113,7 +113,7 @@ func (r *Results) panels(groups []*Group) []plots.Panel {
 		pn := plots.Panel{Name: fmt.Sprintf("%s: repeat %d of %d", g.Name(), run.Repeat+1, len(g.Runs)),
 			WarmupMs: r.Scenario.WarmupMs}
 		if s := run.Series; s != nil {
-			pn.Buckets, pn.Events, pn.Phases = s.Buckets, s.Events, s.Phases
+			pn.Buckets, pn.BucketMs, pn.Events, pn.Phases = s.Buckets, s.BucketMs, s.Events, s.Phases
 		}
 		if len(pn.Phases) == 0 && run.FaultAtMs != nil {
 			// A fault that never fired has no phases: still show when it

@@ -29,7 +29,7 @@ func Lag(dir, name string, panels []Panel) (File, error) {
 		p := newPlot(pn.Name, timeAxis(i, len(panels)), "lag (records)")
 		decorate(p, pn, endS, &lg)
 		sty := draw.LineStyle{Color: series[0], Width: vg.Points(1.4)}
-		for _, r := range runs(pn.Buckets, func(b report.Bucket) (float64, bool) { return float64(b.Lag), true }) {
+		for _, r := range runs(pn, func(b report.Bucket) (float64, bool) { return float64(b.Lag), true }) {
 			l, err := addLine(p, r, sty)
 			if err != nil {
 				return File{}, err

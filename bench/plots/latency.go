@@ -41,14 +41,14 @@ func Latency(dir, name string, panels []Panel) (File, error) {
 				return math.Max(pick(b.Latency), lo), true
 			}
 		}
-		for _, r := range runs(pn.Buckets, val(func(l *report.Latency) float64 { return l.P99 })) {
+		for _, r := range runs(pn, val(func(l *report.Latency) float64 { return l.P99 })) {
 			l, err := addLine(p, r, p99Style)
 			if err != nil {
 				return File{}, err
 			}
 			lg.add("p99", l)
 		}
-		for _, r := range runs(pn.Buckets, val(func(l *report.Latency) float64 { return l.P50 })) {
+		for _, r := range runs(pn, val(func(l *report.Latency) float64 { return l.P50 })) {
 			l, err := addLine(p, r, p50Style)
 			if err != nil {
 				return File{}, err

@@ -241,3 +241,21 @@ func TestPlainTicks(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldedBucketsAreDrawnAtTheirWidth: a series folded into wider
+// buckets is drawn at its own width: each value at the middle of its
+// interval, the run ending where the last interval ends.
+func TestFoldedBucketsAreDrawnAtTheirWidth(t *testing.T) {
+	pn := Panel{BucketMs: 400, Buckets: []report.Bucket{{TMs: 0, Lag: 1}, {TMs: 400, Lag: 2}, {TMs: 800, Lag: 3}}}
+	if got := runEndS([]Panel{pn}); got != 1.2 {
+		t.Errorf("run ends at %v s, want 1.2 (the last 400 ms bucket starts at 0.8 s)", got)
+	}
+	pts := runs(pn, func(b report.Bucket) (float64, bool) { return float64(b.Lag), true })
+	if len(pts) != 1 || len(pts[0]) != 3 || pts[0][0].X != 0.2 || pts[0][2].X != 1.0 {
+		t.Errorf("points %v, want one line at 0.2, 0.6, 1.0 s", pts)
+	}
+	pn.BucketMs = 0
+	if got := runEndS([]Panel{pn}); got != 0.9 {
+		t.Errorf("without a width: run ends at %v s, want 0.9 (recorded 100 ms buckets)", got)
+	}
+}

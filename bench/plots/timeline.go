@@ -53,12 +53,8 @@ func phaseSpans(ph report.Phase, endS float64) []span {
 func runEndS(panels []Panel) float64 {
 	end := 0.0
 	for _, p := range panels {
-		for i, b := range p.Buckets {
-			w := report.SeriesBucketMs * 1.0
-			if i > 0 {
-				w = b.TMs - p.Buckets[i-1].TMs
-			}
-			end = math.Max(end, (b.TMs+w)/1000)
+		for _, b := range p.Buckets {
+			end = math.Max(end, (b.TMs+p.bucketMs())/1000)
 		}
 	}
 	return end
@@ -149,10 +145,10 @@ func (l *legendSet) legend() *plot.Legend {
 
 // runs of consecutive buckets where v is defined: a line is broken where
 // no rows became visible rather than drawn through the gap.
-func runs(bs []report.Bucket, v func(report.Bucket) (float64, bool)) []plotter.XYs {
+func runs(pn Panel, v func(report.Bucket) (float64, bool)) []plotter.XYs {
 	var out []plotter.XYs
 	var cur plotter.XYs
-	for _, b := range bs {
+	for _, b := range pn.Buckets {
 		y, ok := v(b)
 		if !ok {
 			if len(cur) > 0 {
@@ -162,7 +158,7 @@ func runs(bs []report.Bucket, v func(report.Bucket) (float64, bool)) []plotter.X
 			continue
 		}
 		// A bucket's value is drawn at its middle.
-		cur = append(cur, plotter.XY{X: (b.TMs + report.SeriesBucketMs/2) / 1000, Y: y})
+		cur = append(cur, plotter.XY{X: (b.TMs + pn.bucketMs()/2) / 1000, Y: y})
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)
@@ -188,6 +184,14 @@ func addLine(p *plot.Plot, pts plotter.XYs, sty draw.LineStyle) (*plotter.Line, 
 		p.Add(s)
 	}
 	return l, nil
+}
+
+// bucketMs is the panel's bucket width.
+func (p Panel) bucketMs() float64 {
+	if p.BucketMs > 0 {
+		return p.BucketMs
+	}
+	return report.SeriesBucketMs
 }
 
 func hasBuckets(panels []Panel) bool {

@@ -12,6 +12,11 @@ import "github.com/rewind-engine/rewind/dataflow/report"
 type Panel struct {
 	Name    string
 	Buckets []report.Bucket
+	// BucketMs is the buckets' width (report.Series.BucketMs; 0: the
+	// width bench records at). A long run's series is folded into wider
+	// buckets, and drawing them at the recorded width put each value
+	// left of its interval and cut the last one short.
+	BucketMs float64
 	Phases  []report.Phase
 	Events  []report.SeriesEvent
 	// WarmupMs is shaded as excluded from the figures; 0 for none.
