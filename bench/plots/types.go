@@ -17,8 +17,8 @@ type Panel struct {
 	// buckets, and drawing them at the recorded width put each value
 	// left of its interval and cut the last one short.
 	BucketMs float64
-	Phases  []report.Phase
-	Events  []report.SeriesEvent
+	Phases   []report.Phase
+	Events   []report.SeriesEvent
 	// WarmupMs is shaded as excluded from the figures; 0 for none.
 	WarmupMs float64
 	// FaultMs draws a fault line when Phases does not carry one (for
