@@ -125,7 +125,7 @@ func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
-		FirstDurablePoint: PointAfterMetadata, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes)}
+		FirstDurablePoint: PointAfterMetadata, CommitPoint: PointSinkAfterCommit, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes)}
 }
 
 // FailPoints implements run.Executor.

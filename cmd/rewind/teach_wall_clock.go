@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/mistake"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
@@ -51,27 +53,29 @@ func teachWallClock(c *classroom) (*verdict, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Inputs = c.busyInputs(cfg)
+	cfg.Inputs = c.wallClockInputs(cfg)
 	ref, err := c.reference(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Fails, err = c.crash(exec, cfg, ref); err != nil {
+	if cfg.Fails, err = c.wallClockCrash(exec, cfg, ref); err != nil {
 		return nil, err
 	}
 	right, err := c.run(exec, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	// The wrong run's clocks make its first cut a matter of scheduling: on
-	// a busy machine the crash can come before any cut is complete, and
-	// then there is nothing to teach. Such a run is made again, a few
-	// times, in fresh directories.
+	// The kill waits for the first cut to be committed and then lands at
+	// a read, so on a busy machine, where that cut can come after the
+	// input was read whole, the wrong run may not crash at all; or its cut
+	// may have found the channels empty, or moving one way only (the
+	// lesson shows both a lost record and one counted twice). Such a run
+	// is made again, a few times, in fresh directories.
 	var wrong *traced
 	restored := int64(-1)
-	for try := 1; restored < 0; try++ {
+	for try := 1; ; try++ {
 		if try > wallClockTries {
-			return nil, fmt.Errorf("--teach %s: in %d runs the wrong run restored no recovery point, so no cut was ever used (on a busy machine the crash can come before the first cut completes; a less busy machine gives it time)", mistake.WallClock, wallClockTries)
+			return nil, fmt.Errorf("--teach %s: in %d runs the wrong run never restored a cut with records both lost and counted twice (on a busy machine the input can be read whole before the first cut completes; a less busy machine, or a longer --input, gives it time)", mistake.WallClock, wallClockTries)
 		}
 		wcfg, err := c.config(exec)
 		if err != nil {
@@ -81,14 +85,16 @@ func teachWallClock(c *classroom) (*verdict, error) {
 		if wrong, err = c.run(exec, wcfg, &mistake.Plan{Name: mistake.WallClock}); err != nil {
 			return nil, err
 		}
+		restored = -1
 		for _, e := range wrong.rec.Events {
 			if e.Kind == spacetime.Restore && e.ID > 0 {
 				restored = e.ID
 			}
 		}
-		if restored < 0 {
-			c.log.Info("the wrong run restored no recovery point: running it again", "try", try)
+		if lost, twice := inFlightAt(wrong, restored); restored > 0 && lost > 0 && twice > 0 {
+			break
 		}
+		c.log.Info("the wrong run restored no cut with records both lost and counted twice: running it again", "try", try, "restored", restored)
 	}
 	// The records the restored cut lost or doubled, and what they do to
 	// each key.
@@ -146,6 +152,55 @@ func teachWallClock(c *classroom) (*verdict, error) {
 	}
 	v.holds = rightEq && len(lost)+len(twice) > 0 && equalDeltas(predicted, observed)
 	return v, nil
+}
+
+// wallClockCrash is the lesson's crash: --fail's, or trace's default
+// worker kill half-way through the input held back until the first cut
+// has completed and been committed (the executor's CommitPoint, not only
+// durable: a cut is logged once complete), so a restart restores a cut
+// the lesson has the in-flight records of.
+func (c *classroom) wallClockCrash(exec run.Executor, cfg run.Config, ref *traced) ([]fault.Spec, error) {
+	fails, err := c.crash(exec, cfg, ref)
+	if err != nil || c.f.noFails || len(c.fails) > 0 {
+		return fails, err
+	}
+	p := exec.Traits().CommitPoint
+	if p == "" {
+		return nil, fmt.Errorf("--teach %s: executor %s names no commit point to hold its crash back to", mistake.WallClock, exec.Name())
+	}
+	for i := range fails {
+		fails[i].AfterPoint = p
+	}
+	if err := fault.Validate(fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
+		return nil, fmt.Errorf("--teach %s's crash: %w", mistake.WallClock, err)
+	}
+	return fails, nil
+}
+
+// inFlightAt is how many records the wrong run's cut point had in
+// flight: lost, and counted twice.
+func inFlightAt(t *traced, point int64) (lost, twice int) {
+	for _, s := range t.steps {
+		if s.Point != point {
+			continue
+		}
+		if strings.HasPrefix(s.Note, "twice") {
+			twice += len(s.IDs)
+		} else {
+			lost += len(s.IDs)
+		}
+	}
+	return lost, twice
+}
+
+// wallClockInputs is the lesson's input unless --input names one: 2400
+// records over 0.8 s, long enough that the first cut is usually taken
+// while the sources still read, even on a busy machine.
+func (c *classroom) wallClockInputs(cfg run.Config) map[string]string {
+	if len(c.f.inputs) > 0 {
+		return cfg.Inputs
+	}
+	return map[string]string{job.DefaultInput: fmt.Sprintf("gen:records=2400,keys=4,partitions=2,rate=3000,seed=%d", cfg.Seed)}
 }
 
 // inputByID is every record of cfg's input by id.

@@ -193,9 +193,11 @@ func traceCrash(exec run.Executor, cfg run.Config, recordsIn int64) ([]fault.Spe
 	tr, worker := exec.Traits(), min(1, exec.Workers(cfg)-1)
 	fails := []fault.Spec{{Worker: worker, AfterRecords: max(recordsIn/2, 1), AfterPoint: tr.FirstDurablePoint}}
 	if tr.MidWorkPoint != "" {
-		// Inside a batch, about half-way: the input lasts about
-		// traceBatches units of work at trace's cadence.
-		fails = []fault.Spec{{Point: tr.MidWorkPoint, Worker: worker, OnlyWorker: true, Occurrence: traceBatches / 2}}
+		// Inside a batch, a quarter of the way: the input lasts about
+		// traceBatches units of work at trace's cadence on a quiet
+		// machine, and fewer, larger ones on a busy one (half-way was not
+		// always reached there).
+		fails = []fault.Spec{{Point: tr.MidWorkPoint, Worker: worker, OnlyWorker: true, Occurrence: traceBatches / 4}}
 	}
 	if err := fault.Validate(fails, exec.FailPoints(), exec.Workers(cfg)); err != nil {
 		return nil, fmt.Errorf("trace's default crash: %w", err)

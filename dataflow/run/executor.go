@@ -52,6 +52,13 @@ type Traits struct {
 	// then, so the story shows a restore from a recovery point. Empty when
 	// no point can be waited for.
 	FirstDurablePoint string
+	// CommitPoint is the fail point the coordinator passes each time a
+	// recovery point has completed and its output is committed. A crash
+	// there (occurrence 1) is certain to restore the first complete point,
+	// however late the machine's load makes it; a record-count kill is not
+	// (it lands at a read, and on a busy machine the input can end before
+	// the first point completes). Empty when the executor has none.
+	CommitPoint string
 	// MidWorkPoint is a fail point every worker passes inside each unit
 	// of work (a micro-batch) once per attempt; `rewind trace` then kills
 	// worker 1 there half-way through the run instead of after a record

@@ -12,7 +12,9 @@ import (
 // sizes, and on each lane only the order that the protocol fixes. Each
 // lane lists the events on it (a Batch or Marker is on its receiving lane,
 // To) in recorded order, split at its milestones (snapshots, points,
-// seams, commits, units, pieces, the replay region). Between two
+// seams, commits, units, pieces, the replay region; a snapshot's
+// durability is placed after the loose events before the next milestone,
+// since an upload ends beside the task's work). Between two
 // milestones the markers, blocking, in-flight records and ledger entries,
 // whose interleaving is a matter of timing, are sorted and counted (xN),
 // without their channel: which channel's marker comes first is timing,
@@ -52,7 +54,7 @@ func Normalise(lanes []Lane, events []Event, keepRecords ...string) string {
 	}
 	for _, l := range lanes {
 		fmt.Fprintf(&b, "lane %s kind=%s worker=%d\n", l.ID, l.Kind, l.Worker)
-		var loose []string
+		var loose, durable []string
 		from := map[string]bool{}
 		flush := func() {
 			slices.Sort(loose)
@@ -69,6 +71,10 @@ func Normalise(lanes []Lane, events []Event, keepRecords ...string) string {
 				i = j
 			}
 			loose = loose[:0]
+			for _, d := range durable {
+				fmt.Fprintf(&b, "  %s\n", d)
+			}
+			durable = durable[:0]
 		}
 		for _, e := range byLane[l.ID] {
 			switch e.Kind {
@@ -83,6 +89,13 @@ func Normalise(lanes []Lane, events []Event, keepRecords ...string) string {
 				e.ID = 0
 			}
 			s := line(e, e.Kind == Batch || e.Kind == Marker, keepRecords)
+			if e.Kind == SnapshotDurable {
+				// A part becomes durable when its upload ends, beside the
+				// task's own work: where it falls among the loose events
+				// is timing, so it waits for the next milestone.
+				durable = append(durable, s)
+				continue
+			}
 			if milestone(e.Kind) {
 				flush()
 				fmt.Fprintf(&b, "  %s\n", s)
