@@ -54,11 +54,7 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 			}
 			continue
 		}
-		data, err := x.fetch(ctx, p.File, p.Producer)
-		var receipt []byte
-		if err == nil {
-			receipt, err = c.writePart(p, a, epoch, data)
-		}
+		receipt, err := c.writePart(ctx, p, a, epoch)
 		var bad *fileBadError
 		if errors.As(err, &bad) {
 			c.commitJ = -1
@@ -138,19 +134,30 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 }
 
 // writePart writes one staged output file through a fresh sink writer
-// and returns the writer's receipt, if the sink gives one.
-func (c *coordinator) writePart(p commitPart, a actCommit, epoch int64, data []byte) ([]byte, error) {
+// and returns the writer's receipt, if the sink gives one. The file's
+// chunks are read one at a time and flushed once, at the end: a chunk
+// found bad closes the writer unflushed, so nothing of the part was
+// written and the redone commit flushes it once, as the sink expects.
+func (c *coordinator) writePart(ctx context.Context, p commitPart, a actCommit, epoch int64) ([]byte, error) {
 	x := c.x
 	w, err := x.env.Sink.Writer(p.Subtask, a.Attempt)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Close()
-	n, err := decodeFile(data, p.File, p.Producer, x.topo.out, x, func(b arrow.RecordBatch) error {
-		return w.Write(epoch, b)
-	})
-	if err != nil {
-		return nil, err
+	var n int64
+	for _, ch := range p.File.chunks() {
+		data, err := x.fetch(ctx, ch, p.Producer)
+		if err != nil {
+			return nil, err
+		}
+		k, err := decodeFile(data, ch, p.Producer, x.topo.out, x, func(b arrow.RecordBatch) error {
+			return w.Write(epoch, b)
+		})
+		if err != nil {
+			return nil, err
+		}
+		n += k
 	}
 	if err := w.Flush(epoch); err != nil {
 		return nil, err

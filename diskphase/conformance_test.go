@@ -27,8 +27,9 @@ func TestConformance(t *testing.T) {
 }
 
 // drawSchedule draws a job, a sink, a parallelism, an input size, a
-// finite-job size, a read batch and one to three faults from worker kills
-// and every named point (coordinator ones included). Beyond the suite's
+// finite-job size, a read batch, a chunk size small enough that map units
+// write several chunks a partition, and one to three faults from worker
+// kills and every named point (coordinator ones included). Beyond the suite's
 // checks, every unit re-ran exactly as often as it was interrupted or lost
 // its files (checkReruns), nothing materialised is left, and no row is
 // duplicated unless an append sink crashed mid-commit.
@@ -51,11 +52,13 @@ func drawSchedule(seed int64) runtest.Schedule {
 		}
 	}
 	readBatch := 128 + rng.IntN(512)
+	// Drawn last, so the draws above are what they were for every seed.
+	chunkRows := 64 + rng.IntN(768)
 	return runtest.Schedule{
-		What: fmt.Sprintf("job=%s mode=%s parallelism=%d records=%d job-records=%d fails=%v", name, mode, par, records, jobRecords, fails),
+		What: fmt.Sprintf("job=%s mode=%s parallelism=%d records=%d job-records=%d chunk-rows=%d fails=%v", name, mode, par, records, jobRecords, chunkRows, fails),
 		Run: func(t *testing.T) runtest.Result {
 			sc := &scenario{job: name, inputs: smallInputs(name, records, seed), mode: mode, parallelism: par,
-				jobRecords: jobRecords, fails: fails, readBatch: readBatch}
+				jobRecords: jobRecords, fails: fails, readBatch: readBatch, chunkRows: chunkRows}
 			o := sc.execute(t)
 			return runtest.Result{Outcome: o.result().Outcome, Check: func(t testing.TB, what string) {
 				o.checkOutput(t, what)
@@ -118,7 +121,7 @@ func listing() runtest.Listing {
 			{Name: n.ledger(UnitID{Job: 1, Kind: kindMap, Index: 0}), Size: 10},
 			{Name: n.ledger(UnitID{Job: 1, Kind: kindMap, Index: 1}), Size: 10},
 			{Name: n.ledger(UnitID{Job: 1, Kind: kindReduce, Index: 0}), Size: 10},
-			{Name: n.mapFile(1, 0, 0, 1), Size: 500},
+			{Name: n.mapFile(1, 0, 0, 1, 0), Size: 500},
 		},
 		Want: []runtest.WantPoint{
 			{Run: run, ID: 0, Complete: true, Objects: 3, Bytes: 30, Status: "committed (_SUCCESS)"},

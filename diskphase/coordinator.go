@@ -35,6 +35,7 @@ type execution struct {
 	names       names
 	compression Compression
 	readBatch   int
+	chunkRows   int // Options.ChunkRows, or DefaultChunkRows
 	met         *metrics
 	handover    *handoverLog
 	trace       func(traceEvent)

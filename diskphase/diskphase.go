@@ -115,6 +115,10 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 	if readBatch <= 0 {
 		readBatch = DefaultReadBatchRows
 	}
+	chunkRows := opts.ChunkRows
+	if chunkRows <= 0 {
+		chunkRows = DefaultChunkRows
+	}
 	runID := cmp.Or(e.RunID, env.Config.RunID, run.NewRunID())
 	env.Config.RunID = runID // what run.Execute reports as run_id
 	if runID == "" || strings.ContainsAny(runID, "/\\ ") || strings.HasPrefix(runID, ".") {
@@ -158,7 +162,7 @@ func (e Executor) prepare(env *run.Env) (*execution, error) {
 	met := newMetrics(cfg.Progress, env.Begin())
 	met.series = env.Series
 	x := &execution{
-		env: env, store: counted, counted: counted, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch,
+		env: env, store: counted, counted: counted, topo: topo, splits: splits, plan: plan, compression: comp, readBatch: readBatch, chunkRows: chunkRows,
 		names: newNames(env.Job.Name, runID), met: met, handover: newHandoverLog(),
 		trace: e.trace,
 		mcfg: machineConfig{splits: len(splits), ports: ports, parallelism: p, workers: p, mapOnly: topo.mapOnly(),

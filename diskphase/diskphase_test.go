@@ -530,7 +530,8 @@ func TestDisorderWithinBoundsAcrossFiniteJobs(t *testing.T) {
 }
 
 // TestRerunWritesIdenticalFiles crashes a unit after it wrote its files and
-// before the ledger had it: the re-run writes byte-identical files.
+// before the ledger had it: the re-run writes byte-identical files, map
+// units in chunks cut at the same rows.
 func TestRerunWritesIdenticalFiles(t *testing.T) {
 	for _, tc := range []struct {
 		job string
@@ -541,7 +542,7 @@ func TestRerunWritesIdenticalFiles(t *testing.T) {
 			compared := 0
 			var victim UnitID
 			hit := false
-			sc := &scenario{job: tc.job, inputs: smallInputs(tc.job, 4000, 29), parallelism: 2,
+			sc := &scenario{job: tc.job, inputs: smallInputs(tc.job, 4000, 29), parallelism: 2, chunkRows: 300,
 				fails: []fault.Spec{{Point: pointBeforeLedger, Occurrence: tc.occ}},
 				onTrace: func(ev traceEvent, st storage.Store, x *execution) {
 					if ev.Kind == "interrupted" {
@@ -599,14 +600,15 @@ func TestRerunWritesIdenticalFiles(t *testing.T) {
 }
 
 // TestMidWriteLeavesNothingVisible kills units half-way through encoding
-// their first file: storage holds no object of the dead attempt at all
-// (files are encoded in memory and published whole by one Put).
+// their first file (a map unit's first chunk, while it still reads):
+// storage holds no object of the dead attempt at all (files are encoded in
+// memory and published whole by one Put).
 func TestMidWriteLeavesNothingVisible(t *testing.T) {
 	for _, occ := range []int{1, 2, 5, 6} {
 		what := fmt.Sprintf("occurrence=%d", occ)
 		t.Run(what, func(t *testing.T) {
 			checked := false
-			sc := &scenario{job: "keyed-count", inputs: smallInputs("keyed-count", 4000, 31),
+			sc := &scenario{job: "keyed-count", inputs: smallInputs("keyed-count", 4000, 31), chunkRows: 300,
 				fails: []fault.Spec{{Point: pointMidWrite, Occurrence: occ}},
 				onTrace: func(ev traceEvent, st storage.Store, x *execution) {
 					if ev.Kind != "interrupted" {

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/rewind-engine/rewind/dataflow/storage"
 )
@@ -101,8 +102,13 @@ func (a *attempt) materialise(pipe *putPipe, name string, names []string, cols [
 	}
 	buf := encodeBufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	buf.Grow(rows*len(cols)*8 + 4096)
-	err := encodeTable(buf, names, cols, encodeOptions{compression: a.x.compression, midWrite: a.midWrite})
+	codec, err := a.x.compression.codec()
+	if err != nil {
+		encodeBufs.Put(buf)
+		return FileRef{}, err
+	}
+	buf.Grow(encodedBound(names, rows, codec.CompressionCodec() != format.Uncompressed))
+	err = encodeTable(buf, names, cols, encodeOptions{compression: a.x.compression, midWrite: a.midWrite})
 	if err != nil {
 		encodeBufs.Put(buf)
 		return FileRef{}, err

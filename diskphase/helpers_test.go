@@ -47,12 +47,15 @@ type scenario struct {
 	jobInterval time.Duration
 	fails       []fault.Spec
 	readBatch   int
-	params      *job.Params
-	progress    io.Writer
-	storage     string
-	runID       string
-	plainAlloc  bool // benchmarks: no checked allocator
-	noOracle    bool
+	// chunkRows is Options.ChunkRows: 0 is the default, far more rows than
+	// a test's units read, so they write one chunk a partition.
+	chunkRows  int
+	params     *job.Params
+	progress   io.Writer
+	storage    string
+	runID      string
+	plainAlloc bool // benchmarks: no checked allocator
+	noOracle   bool
 	// output overrides the output directory (default: a fresh one).
 	output string
 	// stopAfterCommits, when positive, stops the run from outside once
@@ -111,7 +114,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	}
 	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
-		Options: Options{JobRecords: sc.jobRecords, JobInterval: sc.jobInterval}, Fails: sc.fails, Seed: 1, Progress: sc.progress,
+		Options: Options{JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, ChunkRows: sc.chunkRows}, Fails: sc.fails, Seed: 1, Progress: sc.progress,
 		Resumed: sc.resumed, DetectDelay: sc.detect, AcquireDelay: sc.acquire}
 	runCtx := ctx
 	if sc.stopAfterCommits > 0 {

@@ -17,8 +17,8 @@ import (
 //	j<J>/plan.json                           the plan of finite job J (written before its units run)
 //	j<J>/ledger/m<s>.json                    map unit s finished (its range, files, checksums)
 //	j<J>/ledger/r<r>.json                    reduce unit r finished (output, state, checksums)
-//	j<J>/map/s<s>/a<attempt>/p<r>.parquet    map output of split s for reduce partition r
-//	j<J>/map/s<s>/a<attempt>/out.parquet     map-only jobs: the unit's output rows
+//	j<J>/map/s<s>/a<attempt>/p<r>.c<k>.parquet  chunk k of split s's map output for reduce partition r
+//	j<J>/map/s<s>/a<attempt>/out.c<k>.parquet   map-only jobs: chunk k of the unit's output rows
 //	j<J>/state/p<r>/a<attempt>.parquet       reduce partition r's state after job J
 //	j<J>/out/p<r>/a<attempt>.parquet         reduce partition r's output rows (staged)
 //	j<J>/published/p<r>                      append sink: partition r of job J was written
@@ -56,12 +56,16 @@ func (n names) ledger(u UnitID) string {
 	return fmt.Sprintf("%sledger/%s%05d.json", n.jobDir(u.Job), c, u.Index)
 }
 
-func (n names) mapFile(j, split, attempt, part int) string {
-	return fmt.Sprintf("%ss%05d/a%d/p%05d.parquet", n.mapDir(j), split, attempt, part)
+// mapFile names chunk k of a map unit's output for reduce partition part
+// (chunks.go). Every chunk, the first too, carries its number, so the
+// chunks of a file are one kind of name.
+func (n names) mapFile(j, split, attempt, part, chunk int) string {
+	return fmt.Sprintf("%ss%05d/a%d/p%05d.c%05d.parquet", n.mapDir(j), split, attempt, part, chunk)
 }
 
-func (n names) mapOutFile(j, split, attempt int) string {
-	return fmt.Sprintf("%ss%05d/a%d/out.parquet", n.mapDir(j), split, attempt)
+// mapOutFile names chunk k of a map-only unit's output.
+func (n names) mapOutFile(j, split, attempt, chunk int) string {
+	return fmt.Sprintf("%ss%05d/a%d/out.c%05d.parquet", n.mapDir(j), split, attempt, chunk)
 }
 
 func (n names) stateFile(j, part, attempt int) string {
@@ -83,6 +87,7 @@ const (
 	objLedger
 	objSuccess
 	objPublished
+	objMapFile
 )
 
 // parsedName is what a listed name says about itself.
@@ -91,10 +96,16 @@ type parsedName struct {
 	job  int
 	unit UnitID // objLedger
 	num  int    // objCoord: incarnation; objPublished: partition
+	file mapFileName
 }
 
-// parse classifies an object name of this run. Data files and anything
-// unknown are objOther: restart needs only the small records. Only the
+// mapFileName is what a map chunk's name says: its split, attempt, reduce
+// partition (-1 for a map-only unit's output) and chunk.
+type mapFileName struct{ split, attempt, part, chunk int }
+
+// parse classifies an object name of this run. Map chunks are objMapFile;
+// other data files and anything unknown are objOther: restart needs only
+// the small records. Only the
 // spelling the executor writes is accepted ("c1" is not "c000001"), so two
 // objects never both claim to be the same record.
 func (n names) parse(name string) parsedName {
@@ -115,6 +126,13 @@ func (n names) parse(name string) parsedName {
 		want = n.published(p.job, p.num)
 	case objLedger:
 		want = n.ledger(p.unit)
+	case objMapFile:
+		f := p.file
+		if f.part < 0 {
+			want = n.mapOutFile(p.job, f.split, f.attempt, f.chunk)
+		} else {
+			want = n.mapFile(p.job, f.split, f.attempt, f.part, f.chunk)
+		}
 	}
 	if want != name {
 		return parsedName{}
@@ -172,8 +190,47 @@ func (n names) parseLax(name string) parsedName {
 			return parsedName{}
 		}
 		return parsedName{kind: objLedger, job: j, unit: UnitID{Job: j, Kind: kind, Index: v}}
+	case strings.HasPrefix(sub, "map/"):
+		if f, ok := parseMapFile(sub[len("map/"):]); ok {
+			return parsedName{kind: objMapFile, job: j, file: f}
+		}
 	}
 	return parsedName{}
+}
+
+// parseMapFile reads s<s>/a<attempt>/p<r>.c<k>.parquet or
+// s<s>/a<attempt>/out.c<k>.parquet.
+func parseMapFile(s string) (mapFileName, bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 || !strings.HasPrefix(parts[0], "s") || !strings.HasPrefix(parts[1], "a") {
+		return mapFileName{}, false
+	}
+	base, ok := strings.CutSuffix(parts[2], ".parquet")
+	if !ok {
+		return mapFileName{}, false
+	}
+	file, chunk, ok := strings.Cut(base, ".c")
+	if !ok {
+		return mapFileName{}, false
+	}
+	f := mapFileName{part: -1}
+	nums := []*int{&f.split, &f.attempt, &f.chunk}
+	texts := []string{parts[0][1:], parts[1][1:], chunk}
+	if file != "out" {
+		p, ok := strings.CutPrefix(file, "p")
+		if !ok {
+			return mapFileName{}, false
+		}
+		nums, texts = append(nums, &f.part), append(texts, p)
+	}
+	for i, t := range texts {
+		v, err := strconv.Atoi(t)
+		if err != nil || v < 0 {
+			return mapFileName{}, false
+		}
+		*nums[i] = v
+	}
+	return f, true
 }
 
 // RunPlan is run.json: what every coordinator incarnation of a run must
@@ -241,12 +298,17 @@ func (p JobPlan) active() []int {
 	return out
 }
 
-// FileRef names a materialised file and what it must contain.
+// FileRef names a materialised file and what it must contain. A map
+// unit's output for one partition may be written in chunks (chunks.go):
+// the reference then names the first, and More the others in order, each
+// with its own rows and checksum. Ledgers written before chunks have no
+// More, and read as files of one chunk.
 type FileRef struct {
-	Name  string `json:"name,omitempty"` // "" means an empty table: no object was written
-	Rows  int64  `json:"rows"`
-	Bytes int64  `json:"bytes"`
-	CRC   uint32 `json:"crc32c"`
+	Name  string    `json:"name,omitempty"` // "" means an empty table: no object was written
+	Rows  int64     `json:"rows"`
+	Bytes int64     `json:"bytes"`
+	CRC   uint32    `json:"crc32c"`
+	More  []FileRef `json:"more,omitempty"`
 }
 
 // MapEntry is a map unit's ledger entry.

@@ -23,7 +23,9 @@ func FuzzNamesParse(f *testing.F) {
 	n := newNames("etl", "r1")
 	for _, s := range []string{n.runPlan(), n.coord(3), n.jobPlan(0), n.success(12),
 		n.ledger(UnitID{Job: 2, Kind: kindMap, Index: 4}), n.ledger(UnitID{Job: 2, Kind: kindReduce, Index: 1}),
-		n.published(1, 7), n.mapFile(0, 1, 2, 3), n.root + "coord/c+1", n.root + "j000001/ledger/m1.json"} {
+		n.published(1, 7), n.mapFile(0, 1, 2, 3, 0), n.mapFile(0, 1, 2, 3, 17), n.mapOutFile(4, 0, 1, 2),
+		n.root + "j000000/map/s00001/a2/p00003.parquet", n.root + "j000000/map/s1/a2/p00003.c00001.parquet",
+		n.root + "coord/c+1", n.root + "j000001/ledger/m1.json"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
@@ -47,6 +49,12 @@ func FuzzNamesParse(f *testing.F) {
 				t.Fatalf("%q: ledger of job %d in job %d", name, p.unit.Job, p.job)
 			}
 			want = n.ledger(p.unit)
+		case objMapFile:
+			if f := p.file; f.part < 0 {
+				want = n.mapOutFile(p.job, f.split, f.attempt, f.chunk)
+			} else {
+				want = n.mapFile(p.job, f.split, f.attempt, f.part, f.chunk)
+			}
 		}
 		if want != name {
 			t.Fatalf("%q parsed as %+v, whose name is %q", name, p, want)
@@ -61,6 +69,8 @@ func FuzzLedgerJSON(f *testing.F) {
 		RunPlan{Job: "etl", Inputs: map[string]string{"in": "gen:records=10"}, Splits: []string{"in/p0"}, Parallelism: 2, Mode: "records", PerSplit: 5, SinkMode: "append"},
 		JobPlan{Job: 1, Starts: []int64{5}, EOF: []bool{false}, Ends: []int64{-1}, Tracker: eventtime.State{MaxTS: []int64{4}, Done: []bool{false}}},
 		MapEntry{Attempt: 1, Start: 5, End: 10, Records: 5, MaxTS: 9, Files: []FileRef{{Name: "x.parquet", Rows: 5, Bytes: 100, CRC: 77}, {}}},
+		MapEntry{Attempt: 1, Start: 5, End: 10, Records: 5, MaxTS: 9, Files: []FileRef{{Name: "x.c0.parquet", Rows: 3, Bytes: 90, CRC: 7,
+			More: []FileRef{{Name: "x.c1.parquet", Rows: 2, Bytes: 80, CRC: 8}}}}},
 		ReduceEntry{Attempt: 0, RowsIn: 5, Out: FileRef{Name: "o", Rows: 2}, State: &FileRef{Name: "s", Rows: 1}},
 		JobCommit{Job: 1, Ends: []int64{10}, EOF: []bool{true}, Records: 5, RowsOut: 2},
 	} {

@@ -428,13 +428,13 @@ func entryNames(u *unitState, file string) bool {
 	}
 	if e := u.mapEnt; e != nil {
 		for _, f := range e.Files {
-			if f.Name == file {
+			if f.names(file) {
 				return true
 			}
 		}
 	}
 	if e := u.redEnt; e != nil {
-		if e.Out.Name == file || (e.State != nil && e.State.Name == file) {
+		if e.Out.names(file) || (e.State != nil && e.State.names(file)) {
 			return true
 		}
 	}

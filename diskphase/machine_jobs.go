@@ -217,7 +217,7 @@ func (m *machine) startCommit(js *jobState) {
 		c.LateRows += u.redEnt.LateRows
 	}
 	for _, p := range parts {
-		c.RowsOut += p.File.Rows
+		c.RowsOut += p.File.totalRows()
 	}
 	js.committing = true
 	js.pendCommit = &c

@@ -128,10 +128,14 @@ func (e *ReduceEntry) summary() string {
 	return s + ")"
 }
 
-// fileName prints a file reference; "-" is an empty table (no object).
+// fileName prints a file reference; "-" is an empty table (no object),
+// "+N" counts the chunks after the first.
 func fileName(f FileRef) string {
-	if f.Name == "" {
+	if f.Name == "" && len(f.More) == 0 {
 		return "-"
+	}
+	if len(f.More) > 0 {
+		return fmt.Sprintf("%s+%d", f.Name, len(f.More))
 	}
 	return f.Name
 }

@@ -18,6 +18,11 @@ type Options struct {
 	// same here (rebuild.go): the lost unit is re-run from its recorded
 	// derivation.
 	LostPieceRecovery string
+	// ChunkRows is the rows a map unit buffers, over its partitions,
+	// before it writes them as chunks (chunks.go); 0 means
+	// DefaultChunkRows. No flag sets it: tests make it small so units
+	// write many chunks.
+	ChunkRows int
 }
 
 // Variant implements run.Options: disk-phase runs one way.

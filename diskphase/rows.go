@@ -27,6 +27,21 @@ func newColumns(names []string) *columns {
 	return &columns{names: names, cols: make([][]int64, len(names))}
 }
 
+// rows is the rows collected.
+func (c *columns) rows() int {
+	if len(c.cols) == 0 {
+		return 0
+	}
+	return len(c.cols[0])
+}
+
+// reset empties c and keeps its memory for the next rows.
+func (c *columns) reset() {
+	for i := range c.cols {
+		c.cols[i] = c.cols[i][:0]
+	}
+}
+
 func (c *columns) add(b arrow.RecordBatch) error {
 	if s := b.Schema(); s != c.last {
 		if s.NumFields() != len(c.names) {
@@ -67,6 +82,15 @@ func newPartitioner(names []string, nparts, keyIdx, parallelism int) *partitione
 		p.parts = append(p.parts, newColumns(names))
 	}
 	return p
+}
+
+// rows is the rows held over all partitions.
+func (p *partitioner) rows() int {
+	n := 0
+	for _, c := range p.parts {
+		n += c.rows()
+	}
+	return n
 }
 
 func (p *partitioner) add(b arrow.RecordBatch) error {

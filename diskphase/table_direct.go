@@ -121,6 +121,38 @@ func encodeDirect(w io.Writer, names []string, cols [][]int64, codec compress.Co
 	return nil
 }
 
+// encodedBound is at least the bytes encodeDirect writes for rows rows
+// of these columns, so a table's buffer is sized once: a bytes.Buffer
+// that runs out doubles, and a chunk of 16 MB would take 32. Headers and
+// the footer are thrift compact encodings, whose fields take at most a
+// byte of header and 10 bytes of value (an int64 varint); the margins
+// below cover the fields this encoder writes, with room to spare. A
+// compressed page may be larger than its values: Snappy's worst case is
+// n + n/6 + 32 bytes, Zstd's under that.
+func encodedBound(names []string, rows int, compressed bool) int {
+	const (
+		fileFixed   = 12 + 128 // the magic twice, the footer's length, the file's own fields
+		perPage     = 64       // a data page's header
+		perGroup    = 96       // a row group's own fields
+		perColumn   = 160      // a column chunk's fields in the footer, its name aside
+		perSchemaEl = 32       // a schema element, its name aside
+	)
+	ncols := len(names)
+	nameBytes := 0
+	for _, n := range names {
+		nameBytes += len(n)
+	}
+	groups := (rows + rowGroupRows - 1) / rowGroupRows
+	full, rem := rows/rowGroupRows, rows%rowGroupRows
+	pages := ncols * (full*(rowGroupRows/directPageValues) + (rem+directPageValues-1)/directPageValues)
+	data := rows * ncols * 8
+	if compressed {
+		data += data/6 + pages*64
+	}
+	return fileFixed + len("rewind-diskphase") + (ncols+1)*perSchemaEl + nameBytes +
+		groups*(perGroup+ncols*perColumn+nameBytes) + pages*perPage + data
+}
+
 // writeChunk writes one column chunk of vals as PLAIN data pages and
 // returns its metadata.
 func (d *directWriter) writeChunk(name string, vals []int64, codec compress.Codec, compressed bool) (format.ColumnChunk, error) {

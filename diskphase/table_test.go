@@ -194,3 +194,51 @@ func TestTableDecodeRejectsDamage(t *testing.T) {
 		t.Fatal("a comma in a column name was accepted")
 	}
 }
+
+// TestEncodedBoundHoldsTheFile: a buffer of encodedBound bytes holds the
+// encoded file whatever its rows, widths, names and codec (incompressible
+// values), so materialise never regrows it; and the bound is close, so the
+// buffer is not much larger than the file.
+func TestEncodedBoundHoldsTheFile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	long := make([]string, 8)
+	for i := range long {
+		long[i] = fmt.Sprintf("a_rather_long_column_name_of_forty_chars%d", i)
+	}
+	widths := [][]string{{"k"}, colNames(4), long}
+	sizes := []int{0, 1, 1000, directPageValues, directPageValues + 1, rowGroupRows, rowGroupRows + 1, 3*rowGroupRows + 5}
+	for _, comp := range []Compression{CompressionNone, CompressionSnappy, CompressionZstd} {
+		for _, names := range widths {
+			for _, rows := range sizes {
+				if comp != CompressionNone && rows > rowGroupRows+1 {
+					continue // compressing tens of MB adds nothing the smaller sizes do not check
+				}
+				what := fmt.Sprintf("%s/%d columns/%d rows", comp, len(names), rows)
+				cols := make([][]int64, len(names))
+				for c := range cols {
+					cols[c] = make([]int64, rows)
+					for i := range cols[c] {
+						cols[c][i] = int64(rng.Uint64())
+					}
+				}
+				bound := encodedBound(names, rows, comp != CompressionNone)
+				buf := bytes.NewBuffer(make([]byte, 0, bound))
+				if err := encodeTable(buf, names, cols, encodeOptions{compression: comp}); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if buf.Len() > bound || cap(buf.Bytes()) != bound {
+					t.Fatalf("%s: encoded %d bytes, bound %d (buffer grew to %d)", what, buf.Len(), bound, cap(buf.Bytes()))
+				}
+				// The margin is headers' worth: well under 1% of the values
+				// plus a few KiB for the footer (and the codec's worst case).
+				slack := 4096 + rows*len(names)*8/100
+				if comp != CompressionNone {
+					slack += rows * len(names) * 8 / 6
+				}
+				if bound-buf.Len() > slack {
+					t.Fatalf("%s: bound %d for %d bytes encoded: a buffer far larger than the file", what, bound, buf.Len())
+				}
+			}
+		}
+	}
+}

@@ -62,7 +62,8 @@ func (a *attempt) midWrite() error {
 }
 
 // runMap runs a map unit: read the split's range, apply the stateless
-// steps, partition by key, materialise one table per reduce partition.
+// steps, partition by key, materialise each reduce partition's rows in
+// chunks.
 func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 	x := a.x
 	sp := x.splits[t.Split]
@@ -83,6 +84,17 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 	}
 	pt := newPartitioner(ic.names, nparts, ic.keyIdx, x.plan.Parallelism)
 	ops.Link(operator.EmitFunc(pt.add))
+
+	// Chunks go to storage as the unit's buffer fills (chunks.go); Puts
+	// still in flight when an attempt fails are waited for here.
+	pipe := newPutPipe(ctx, x.store)
+	defer pipe.wait()
+	cw := newChunkWriter(a, pipe, ic.names, nparts, x.chunkRows, func(r, k int) string {
+		if x.topo.mapOnly() {
+			return x.names.mapOutFile(t.Job, t.Split, a.num, k)
+		}
+		return x.names.mapFile(t.Job, t.Split, a.num, r, k)
+	})
 
 	ent := &MapEntry{Start: t.Start, End: t.Start, MaxTS: operator.NoWatermark}
 	var deadline time.Time
@@ -147,6 +159,9 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 		}
 		err = ops.Process(0, b)
 		b.Release()
+		if err == nil {
+			err = cw.maybeWrite(pt)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -163,18 +178,8 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 	}
 	ent.EOF = ent.EOF || t.KnownEOF
 
-	pipe := newPutPipe(ctx, x.store)
-	defer pipe.wait()
-	for r, part := range pt.parts {
-		name := x.names.mapFile(t.Job, t.Split, a.num, r)
-		if x.topo.mapOnly() {
-			name = x.names.mapOutFile(t.Job, t.Split, a.num)
-		}
-		ref, err := a.materialise(pipe, name, ic.names, part.cols)
-		if err != nil {
-			return nil, err
-		}
-		ent.Files = append(ent.Files, ref)
+	if ent.Files, err = cw.finish(pt); err != nil {
+		return nil, err
 	}
 	if err := pipe.wait(); err != nil {
 		return nil, err
@@ -186,7 +191,7 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 }
 
 // runReduce runs a reduce unit: restore the state carried from the
-// previous finite job, read this partition's file of every map unit, run
+// previous finite job, read this partition's chunks of every map unit, run
 // the keyed operator, and materialise its output and its state.
 func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, error) {
 	x := a.x
@@ -223,31 +228,32 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 	}
 	first := true
 	for _, in := range t.Inputs {
-		if in.File.Name == "" {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, context.Cause(ctx)
-		}
-		data, err := x.fetch(ctx, in.File, in.Producer)
-		if err != nil {
-			return nil, err
-		}
 		schema := topo.inputs[x.splits[in.Split].input].schema
-		n, err := decodeFile(data, in.File, in.Producer, schema, x, func(b arrow.RecordBatch) error {
-			return ops.Process(in.Port, b)
-		})
-		if err != nil {
-			return nil, err
-		}
-		ent.RowsIn += n
-		if a.rerun {
-			x.met.rowsReread(a.unit, n)
-		}
-		if first {
-			first = false
-			if err := a.point(pointMidRead); err != nil {
+		// One chunk at a time: what the unit holds is its state and the
+		// chunk being read.
+		for _, ch := range in.File.chunks() {
+			if err := ctx.Err(); err != nil {
+				return nil, context.Cause(ctx)
+			}
+			data, err := x.fetch(ctx, ch, in.Producer)
+			if err != nil {
 				return nil, err
+			}
+			n, err := decodeFile(data, ch, in.Producer, schema, x, func(b arrow.RecordBatch) error {
+				return ops.Process(in.Port, b)
+			})
+			if err != nil {
+				return nil, err
+			}
+			ent.RowsIn += n
+			if a.rerun {
+				x.met.rowsReread(a.unit, n)
+			}
+			if first {
+				first = false
+				if err := a.point(pointMidRead); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

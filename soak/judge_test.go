@@ -90,6 +90,9 @@ func TestKindsFoldNumbersAndHashes(t *testing.T) {
 		"part-idempotent.parquet":      "part-idempotent.parquet",
 		"_staging/e9-s1-a0-p0.csv":     "_staging/eN-sN-aN-pN.csv",
 		"commits/00000000000000000042": "commits/N",
+		// diskphase's map chunks: the first and the others are one kind.
+		"j000000/map/s00001/a3/p00001.c00000.parquet": "jN/map/sN/aN/pN.cN.parquet",
+		"j000000/map/s00001/a3/p00001.c00012.parquet": "jN/map/sN/aN/pN.cN.parquet",
 	} {
 		if got := kindOf(path); got != want {
 			t.Errorf("kindOf(%s) = %s, want %s", path, got, want)
