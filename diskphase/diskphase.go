@@ -43,7 +43,7 @@ func (Executor) Name() string { return "diskphase" }
 // once the first finite job commits.
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery", "detect-delay", "acquire-delay"},
-		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}}
+		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}, ProcessWorkers: true}
 }
 
 // FailPoints implements run.Executor.
@@ -61,6 +61,17 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 	if err := env.AttachDestination(ctx, x.names.root); err != nil {
 		x.closeShared()
 		return nil, fmt.Errorf("diskphase: %w", err)
+	}
+	if env.Config.Workers == run.WorkersProcess {
+		if x.procs, err = x.startWorkers(ctx, x.mcfg.workers); err != nil {
+			x.closeShared()
+			var re run.RefusedError
+			if errors.As(err, &re) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("diskphase: %w", err)
+		}
+		defer x.procs.close()
 	}
 	if e.result != nil {
 		e.result(x)
