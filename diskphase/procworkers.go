@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -27,6 +28,16 @@ type procWorkers struct {
 
 	mu    sync.Mutex
 	slots map[int]*procSlot
+
+	// ended are every process the run started, as they ended (close
+	// fills it in): what tests check for kills and orphans.
+	ended []procEnd
+}
+
+type procEnd struct {
+	id, pid int
+	signal  syscall.Signal // 0: exited by itself
+	err     error
 }
 
 // procSlot is one incarnation of a worker process and its connection.
@@ -259,4 +270,7 @@ func (p *procWorkers) close() {
 	}
 	_ = p.pool.Close()
 	_ = p.l.Close()
+	for _, proc := range p.pool.All() {
+		p.ended = append(p.ended, procEnd{id: proc.ID, pid: proc.Pid(), signal: proc.Signaled(), err: proc.Err()})
+	}
 }
