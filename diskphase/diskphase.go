@@ -31,7 +31,15 @@ type Executor struct {
 	trace func(traceEvent)
 	// result, when set (by tests), receives the execution before it runs.
 	result func(*execution)
+	// heartbeatTimeout, when set (by tests), replaces
+	// WorkerHeartbeatTimeout.
+	heartbeatTimeout time.Duration
 }
+
+// WorkerHeartbeatTimeout is how long a worker process may send nothing
+// at all (it beats every 100 ms) before it is declared dead with
+// --workers process: a frozen process has a connection that never breaks.
+const WorkerHeartbeatTimeout = 5 * time.Second
 
 // DefaultReadBatchRows is how many rows a map unit reads at a time.
 const DefaultReadBatchRows = 16 * 1024
@@ -63,7 +71,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		return nil, fmt.Errorf("diskphase: %w", err)
 	}
 	if env.Config.Workers == run.WorkersProcess {
-		if x.procs, err = x.startWorkers(ctx, x.mcfg.workers); err != nil {
+		if x.procs, err = x.startWorkers(ctx, x.mcfg.workers, cmp.Or(e.heartbeatTimeout, WorkerHeartbeatTimeout)); err != nil {
 			x.closeShared()
 			var re run.RefusedError
 			if errors.As(err, &re) {

@@ -79,6 +79,8 @@ type scenario struct {
 	// workers is --workers; process starts this test binary as the
 	// worker processes (serveTestWorker).
 	workers run.WorkerMode
+	// heartbeat replaces WorkerHeartbeatTimeout.
+	heartbeat time.Duration
 }
 
 type outcome struct {
@@ -145,7 +147,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	env.WorkerCommand = testWorkerCommand()
 	o := &outcome{env: env}
 	var mu sync.Mutex
-	e := Executor{RunID: sc.runID, ReadBatchRows: sc.readBatch,
+	e := Executor{RunID: sc.runID, ReadBatchRows: sc.readBatch, heartbeatTimeout: sc.heartbeat,
 		trace: func(ev traceEvent) {
 			mu.Lock()
 			o.trace = append(o.trace, ev)

@@ -243,8 +243,42 @@ func TestWorkerProcessDyingOnItsOwn(t *testing.T) {
 	if o.summary.Crashes != 1 || sigkilled(o.x) != 1 {
 		t.Fatalf("a worker process killed from outside: %d crashes billed, %d processes SIGKILLed; want 1 and 1", o.summary.Crashes, sigkilled(o.x))
 	}
-	if rs := o.summary.Recoveries; len(rs) != 1 || !strings.Contains(rs[0].Cause, "process died") || rs[0].AcquireMs == nil || *rs[0].AcquireMs <= 0 {
+	if rs := o.summary.Recoveries; len(rs) != 1 || !strings.Contains(rs[0].Cause, "process is lost") || rs[0].AcquireMs == nil || *rs[0].AcquireMs <= 0 {
 		t.Fatalf("recoveries %+v: want one for the process that died, with its acquire measured", rs)
+	}
+}
+
+// TestFrozenWorkerProcessIsDeclaredDead SIGSTOPs a worker process while
+// it runs a unit: its connection never breaks, its missing heartbeats
+// declare it dead, and it is killed and replaced.
+func TestFrozenWorkerProcessIsDeclaredDead(t *testing.T) {
+	frozen := false
+	var at time.Time
+	sc := &scenario{job: "keyed-count", inputs: smallInputs("keyed-count", 3000, 8), jobRecords: 1500, mode: sink.Idempotent,
+		workers: run.WorkersProcess, heartbeat: time.Second,
+		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
+			if ev.Kind == "start" && ev.Unit.Kind == kindMap && ev.Unit.Job == 1 && !frozen {
+				frozen, at = true, time.Now()
+				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGSTOP); err != nil {
+					t.Errorf("freezing worker %d: %v", ev.Worker, err)
+				}
+			}
+		}}
+	o := sc.execute(t)
+	if !frozen {
+		t.Fatal("no map unit of job 1 started: nothing was frozen")
+	}
+	o.checkOutput(t, "frozen")
+	o.checkNoDuplicates(t, "frozen")
+	rs := o.summary.Recoveries
+	if len(rs) != 1 || !strings.Contains(rs[0].Cause, "silent") {
+		t.Fatalf("recoveries %+v: want one for the silent worker", rs)
+	}
+	if sigkilled(o.x) != 1 {
+		t.Fatalf("%d worker processes SIGKILLed, want the frozen one", sigkilled(o.x))
+	}
+	if d := o.env.Begin().Add(time.Duration(*rs[0].AtMs * float64(time.Millisecond))).Sub(at); d < time.Second {
+		t.Fatalf("declared dead %s after it froze, before the 1s heartbeat timeout", d)
 	}
 }
 

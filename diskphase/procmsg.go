@@ -121,7 +121,7 @@ type workerDiedError struct {
 }
 
 func (e *workerDiedError) Error() string {
-	return fmt.Sprintf("worker %d's process died: %v", e.worker, e.reason)
+	return fmt.Sprintf("worker %d's process is lost (%v)", e.worker, e.reason)
 }
 
 // procConfig is a worker process's whole configuration, in the Welcome:

@@ -68,7 +68,7 @@ func (s *procSlot) killedAt() time.Time {
 }
 
 // startWorkers listens for the run's workers and starts n of them.
-func (x *execution) startWorkers(ctx context.Context, n int) (*procWorkers, error) {
+func (x *execution) startWorkers(ctx context.Context, n int, heartbeatTimeout time.Duration) (*procWorkers, error) {
 	cmd := x.env.WorkerCommand
 	if cmd == nil || cmd.Args == nil {
 		return nil, errors.New("--workers process: this command cannot start worker processes")
@@ -98,7 +98,7 @@ func (x *execution) startWorkers(ctx context.Context, n int) (*procWorkers, erro
 			x.env.Log.Info(fmt.Sprintf(format, args...))
 		}
 	}
-	l, err := wire.Listen("", wire.ListenConfig{Token: token, Conn: wire.Options{Alloc: x.env.Alloc, Log: logf},
+	l, err := wire.Listen("", wire.ListenConfig{Token: token, Conn: wire.Options{Alloc: x.env.Alloc, Log: logf, HeartbeatTimeout: heartbeatTimeout},
 		Welcome: func(h wire.Hello) (wire.Welcome, error) {
 			if id, err := strconv.Atoi(h.Worker); err != nil || id < 0 || id >= n {
 				return wire.Welcome{}, fmt.Errorf("no worker %q in this run (workers are 0..%d)", h.Worker, n-1)
@@ -229,12 +229,11 @@ func (p *procWorkers) kill(id int) (killed, detected time.Time, err error) {
 // exited, and returns its acquire time (fork to joined).
 func (p *procWorkers) replace(ctx context.Context, id int) (time.Duration, error) {
 	if s := p.slot(id); s != nil {
-		select {
-		case <-s.gone:
-		default:
-			// Declared dead without a broken connection (a missed
-			// heartbeat): make sure of it.
-			if _, _, err := p.kill(id); err != nil {
+		if !isExited(s.proc) {
+			// Declared dead while its process lives on (frozen, or its
+			// connection cut): make sure of it before its replacement
+			// starts, so no two incarnations share its work.
+			if _, err := p.pool.Kill(id); err != nil {
 				return 0, err
 			}
 		}
