@@ -86,6 +86,9 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 	}
 	err = x.runCoordinators(ctx)
 	x.closeShared()
+	if x.procs != nil {
+		x.met.notes = append(x.met.notes, fmt.Sprintf("workers ran as processes of this binary (--workers process): %d started, replacements included; a worker's detect and acquire are measured", len(x.procs.pool.All())))
+	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Stopped from outside (an endless input): every committed
