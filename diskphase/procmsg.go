@@ -12,7 +12,8 @@ import (
 // The control messages between a coordinator and a worker process with
 // --workers process. The coordinator sends run (one unit attempt) and
 // cancel (its coordinator is gone), and answers every read and point with
-// go or fail, unless it kills the worker instead. The worker sends read
+// go or fail, unless it kills the worker instead. The worker first says
+// ready (or failed, with the reason), then sends read
 // (records handed over, so the coordinator counts them and decides the
 // faults), point (a named crash point reached) and done (the ledger entry,
 // or the error).
@@ -24,6 +25,10 @@ const (
 	opRead   = "read"
 	opPoint  = "point"
 	opDone   = "done"
+	// ready and failed are a worker's first message: it has opened the
+	// inputs and the storage, or says why it could not.
+	opReady  = "ready"
+	opFailed = "failed"
 )
 
 type procMsg struct {

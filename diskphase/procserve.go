@@ -30,9 +30,16 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 	}
 	x, err := workerExecution(ctx, cfg, w)
 	if err != nil {
-		return fmt.Errorf("diskphase worker %d: %w", w.ID, err)
+		err = fmt.Errorf("diskphase worker %d: %w", w.ID, err)
+		// The coordinator fails the run with the reason, rather than
+		// replace a worker that cannot start.
+		_ = send(c, procMsg{Op: opFailed, Text: err.Error()})
+		return err
 	}
 	defer x.env.Close()
+	if err := send(c, procMsg{Op: opReady}); err != nil {
+		return nil // the coordinator is gone already
+	}
 	s := &served{x: x, c: c, id: w.ID, replies: make(chan procMsg, 1)}
 	runs := make(chan servedRun)
 	go s.readControl(ctx, runs)

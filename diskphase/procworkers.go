@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -82,7 +84,11 @@ func (x *execution) startWorkers(ctx context.Context, n int, heartbeatTimeout ti
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(procConfig{Job: x.env.Config.Job, Params: x.env.Config.Params, Inputs: x.plan.Inputs,
+	inputs, err := absoluteInputs(x.plan.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := json.Marshal(procConfig{Job: x.env.Config.Job, Params: x.env.Config.Params, Inputs: inputs,
 		Seed: x.env.Config.Seed, Storage: x.env.Store.URL(), S3Endpoint: x.env.Config.S3Endpoint,
 		StorageTimeout: x.env.Config.StorageTimeout, StorageOutageLimit: x.env.Config.StorageOutageLimit,
 		RunID: x.env.Config.RunID, Plan: x.plan, Compression: x.compression, ReadBatch: x.readBatch})
@@ -164,6 +170,10 @@ func (p *procWorkers) launch(ctx context.Context, ids ...int) error {
 			continue
 		}
 		delete(procs, id)
+		if err := awaitReady(actx, c, id); err != nil {
+			_ = c.Close()
+			return err
+		}
 		s := &procSlot{id: id, proc: proc, conn: c, acquire: p.pool.Joined(proc), gone: make(chan struct{})}
 		go func() {
 			<-c.Done()
@@ -177,6 +187,42 @@ func (p *procWorkers) launch(ctx context.Context, ids ...int) error {
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// awaitReady waits for worker id's first message: ready, once it has
+// opened its inputs and the storage (acquire ends there), or why not.
+func awaitReady(ctx context.Context, c *wire.Conn, id int) error {
+	b, err := c.Control(ctx)
+	if err != nil {
+		return fmt.Errorf("worker process %d joined but never said it was ready: %w", id, err)
+	}
+	m, err := decodeMsg(b)
+	switch {
+	case err != nil:
+		return fmt.Errorf("worker process %d: %w", id, err)
+	case m.Op == opFailed:
+		return fmt.Errorf("worker process %d could not start: %s", id, m.Text)
+	case m.Op != opReady:
+		return fmt.Errorf("worker process %d: %q before it was ready", id, m.Op)
+	}
+	return nil
+}
+
+// absoluteInputs are the input specs with a relative file: path made
+// absolute: a worker process runs in a fresh directory of its own.
+func absoluteInputs(specs map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(specs))
+	for name, spec := range specs {
+		if path, ok := strings.CutPrefix(spec, "file:"); ok && !filepath.IsAbs(path) {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return nil, fmt.Errorf("input %s (%s): %w", name, spec, err)
+			}
+			spec = "file:" + abs
+		}
+		out[name] = spec
+	}
+	return out, nil
 }
 
 func isExited(proc *workerproc.Process) bool {

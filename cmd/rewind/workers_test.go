@@ -142,3 +142,31 @@ func TestRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerProcessesReadARelativeFileInput: a worker process runs in a
+// fresh directory of its own, and still reads --input file:in.csv given
+// relative to the command's.
+func TestWorkerProcessesReadARelativeFileInput(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,key,value,ts\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "%d,%d,%d,%d\n", i, i%7, i%5, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startCLI(t, dir, "run", "--executor", "diskphase", "--workers", "process", "--job", "keyed-count",
+		"--input", "file:in.csv", "--job-records", "1000", "--output", "out", "--storage", "data", "--summary", "json", "--progress", "none")
+	p.wait(t, 2*time.Minute)
+	if !p.state.Success() {
+		t.Fatalf("exit %s; stderr:\n%s", p.state, p.stderr)
+	}
+	var s report.Summary
+	if err := json.Unmarshal([]byte(lastLine(p.stdout.String())), &s); err != nil {
+		t.Fatalf("summary: %v\n%s", err, p.stdout.String())
+	}
+	if s.RecordsIn != 3000 || s.ResolvedRows != 7 {
+		t.Fatalf("records in %d, resolved rows %d; want 3000 and 7", s.RecordsIn, s.ResolvedRows)
+	}
+}
