@@ -474,6 +474,9 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		case hasDied:
 			// A worker process that died on its own (a panic, the OOM
 			// killer) is a crash like an injected one.
+			if err := x.procs.lostOnItsOwn(died); err != nil {
+				return err
+			}
 			rec, err := c.workerDown(ctx, fmt.Sprintf("%v while running %s", died, r.unit), r.worker, died.killed, died.detected)
 			if err != nil {
 				return err

@@ -248,6 +248,30 @@ func TestWorkerProcessDyingOnItsOwn(t *testing.T) {
 	}
 }
 
+// TestWorkerProcessesDyingAtEveryAttemptFailTheRun: a worker process
+// killed from outside at the start of every attempt is replaced maxLost
+// times, and then the run fails with the reason instead of looping.
+func TestWorkerProcessesDyingAtEveryAttemptFailTheRun(t *testing.T) {
+	kills := 0
+	sc := &scenario{job: "keyed-count", inputs: smallInputs("keyed-count", 1000, 9), mode: sink.Idempotent, parallelism: 1,
+		workers: run.WorkersProcess,
+		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
+			if ev.Kind == "start" {
+				kills++
+				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
+					t.Errorf("killing worker %d from outside: %v", ev.Worker, err)
+				}
+			}
+		}}
+	o := sc.execute(t)
+	if o.err == nil || !strings.Contains(o.err.Error(), "died on their own") {
+		t.Fatalf("run error %v after %d kills; want it to give up on worker processes dying on their own", o.err, kills)
+	}
+	if kills != maxLost+1 {
+		t.Fatalf("%d attempts killed before giving up, want %d", kills, maxLost+1)
+	}
+}
+
 // TestFrozenWorkerProcessIsDeclaredDead SIGSTOPs a worker process while
 // it runs a unit: its connection never breaks, its missing heartbeats
 // declare it dead, and it is killed and replaced.

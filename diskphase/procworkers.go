@@ -31,6 +31,10 @@ type procWorkers struct {
 	mu    sync.Mutex
 	slots map[int]*procSlot
 
+	// lost counts the worker processes that died without a kill of the
+	// run's (lostOnItsOwn).
+	lost int
+
 	// ended are every process the run started, as they ended (close
 	// fills it in): what tests check for kills and orphans.
 	ended []procEnd
@@ -294,6 +298,26 @@ func (p *procWorkers) replace(ctx context.Context, id int) (time.Duration, error
 // closeGrace is how long a worker process has to exit once its
 // connection is closed at the end of a run, before it is killed.
 const closeGrace = 2 * time.Second
+
+// maxLost is how many worker processes may die on their own in one run
+// before it fails: a worker that dies at every attempt (out of memory on
+// the same unit, say) would otherwise be replaced forever.
+const maxLost = 10
+
+// lostOnItsOwn counts a worker process that died without a kill of the
+// run's, and fails the run past maxLost.
+func (p *procWorkers) lostOnItsOwn(d *workerDiedError) error {
+	if !d.killed.IsZero() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lost++
+	if p.lost > maxLost {
+		return fmt.Errorf("%d worker processes died on their own (the last: %v); giving up", p.lost, d)
+	}
+	return nil
+}
 
 // close ends every worker process and stops listening: a worker whose
 // connection closes exits, one that does not is killed. After it no
