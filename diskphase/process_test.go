@@ -173,8 +173,8 @@ func TestProcessWorkersMatchTheOracle(t *testing.T) {
 }
 
 // TestSIGKILLedWorkerProcesses kills worker processes at seeded moments:
-// once, twice in a row, and a second kill while the first recovery is
-// still open; the resolved output equals the oracle's, idempotent and
+// once, a worker and then its replacement, and a second kill while the
+// first recovery is still open; the resolved output equals the oracle's, idempotent and
 // transactional show no duplicate, every kill is a real SIGKILL, and the
 // bill's detect and acquire are measured.
 func TestSIGKILLedWorkerProcesses(t *testing.T) {
@@ -185,12 +185,20 @@ func TestSIGKILLedWorkerProcesses(t *testing.T) {
 		fails []fault.Spec
 		kills int
 	}
-	n1, n2 := 1+r.Int64N(2500), 1+r.Int64N(2500)
-	w := r.IntN(2)
+	n1 := 1 + r.Int64N(2500)
+	w, k := r.IntN(2), 1+r.IntN(4)
 	cases := []kase{
 		{"once", []fault.Spec{{Worker: w, AfterRecords: n1}}, 1},
-		{"twice-in-a-row", []fault.Spec{{Worker: w, AfterRecords: n2}, {Worker: w, AfterRecords: n2 + 2000}}, 2},
-		{"during-recovery", []fault.Spec{{Worker: w, AfterRecords: n1}, {Worker: 1 - w, AfterRecords: n1 + 1}}, 2},
+		// Worker w dies at its first unit, and its replacement at the
+		// replacement's first. (By record counts the second kill can land
+		// before the replacement exists, on a worker already down: one
+		// death, as in process.)
+		{"twice-in-a-row", []fault.Spec{{Point: pointMidRead, Occurrence: 1, Worker: w, OnlyWorker: true},
+			{Point: pointMidRead, Occurrence: 2, Worker: w, OnlyWorker: true}}, 2},
+		// Both land inside a unit; the second at the next unit to reach
+		// the point, before the first's unit is re-run to the ledger
+		// (its re-run passes the point first).
+		{"during-recovery", []fault.Spec{{Point: pointMidRead, Occurrence: k, Worker: -1}, {Point: pointMidRead, Occurrence: k + 1, Worker: -1}}, 2},
 		{"at-a-point", []fault.Spec{{Point: pointMidWrite, Occurrence: 1 + r.IntN(4), Worker: -1}}, 1},
 	}
 	for _, c := range cases {
