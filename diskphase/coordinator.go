@@ -50,6 +50,10 @@ type execution struct {
 	// lost are the lost-piece figures (rebuild.go).
 	lost lostPieces
 
+	// procs are the worker processes with --workers process; nil when
+	// the workers are simulated in this process.
+	procs *procWorkers
+
 	// shared are the readers of forgetful splits (see input.go).
 	sharedMu sync.Mutex
 	shared   map[int]*sharedReader
@@ -114,6 +118,10 @@ type attemptResult struct {
 	r   *ReduceEntry
 	err error
 	at  time.Time // when the attempt returned
+	// killed and detected: a worker process killed by a fault of its own
+	// attempt, when SIGKILL was sent and when its connection was seen
+	// broken.
+	killed, detected time.Time
 }
 
 type killRequest struct {
@@ -380,9 +388,12 @@ func (c *coordinator) startAttempt(ctx context.Context, a actRun) {
 	go func() {
 		defer c.wg.Done()
 		res := attemptResult{run: r}
-		if a.Map != nil {
+		switch {
+		case x.procs != nil:
+			x.runRemote(actx, at, a, &res)
+		case a.Map != nil:
 			res.m, res.err = at.runMap(actx, a.Map)
-		} else {
+		default:
 			res.r, res.err = at.runReduce(actx, a.Reduce)
 		}
 		detail := "ok"
@@ -417,8 +428,17 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		} else {
 			cause += " while idle"
 		}
-		rec := x.met.newRecovery(cause, msg.at, false)
-		c.replace(ctx, rec)
+		at, detected := msg.at, time.Time{}
+		if x.procs != nil {
+			var err error
+			if at, detected, err = x.procs.kill(w); err != nil {
+				return err
+			}
+		}
+		rec, err := c.workerDown(ctx, cause, w, at, detected)
+		if err != nil {
+			return err
+		}
 		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String()})
 		if r == nil {
 			x.met.settle(rec)
@@ -436,15 +456,34 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			return nil
 		}
 		crash, isCrash := fault.AsCrash(msg.err)
+		died, hasDied := asDied(msg.err)
 		var bad *fileBadError
 		switch {
 		case msg.err == nil:
 			c.queue = append(c.queue, evAttemptSucceeded{Unit: r.unit, Attempt: r.num, Map: msg.m, Reduce: msg.r})
 		case isCrash:
-			rec := x.met.newRecovery(fmt.Sprintf("worker %d crashed at %s while running %s", r.worker, crash.Spec, r.unit), msg.at, false)
-			c.replace(ctx, rec)
+			at := msg.at
+			if !msg.killed.IsZero() {
+				at = msg.killed
+			}
+			rec, err := c.workerDown(ctx, fmt.Sprintf("worker %d crashed at %s while running %s", r.worker, crash.Spec, r.unit), r.worker, at, msg.detected)
+			if err != nil {
+				return err
+			}
 			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: crash.Spec.String()})
 			c.killed(r, crash, rec)
+		case hasDied:
+			// A worker process that died on its own (a panic, the OOM
+			// killer) is a crash like an injected one.
+			if err := x.procs.lostOnItsOwn(died); err != nil {
+				return err
+			}
+			rec, err := c.workerDown(ctx, fmt.Sprintf("%v while running %s", died, r.unit), r.worker, died.killed, died.detected)
+			if err != nil {
+				return err
+			}
+			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: died.Error()})
+			c.killed(r, nil, rec)
 		case errors.As(msg.err, &bad):
 			rec := x.met.newRecovery(fmt.Sprintf("%s, found by %s", bad.Error(), r.unit), time.Now(), true)
 			x.met.interrupted(rec, bad.producer, false)

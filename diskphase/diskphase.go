@@ -31,7 +31,15 @@ type Executor struct {
 	trace func(traceEvent)
 	// result, when set (by tests), receives the execution before it runs.
 	result func(*execution)
+	// heartbeatTimeout, when set (by tests), replaces
+	// WorkerHeartbeatTimeout.
+	heartbeatTimeout time.Duration
 }
+
+// WorkerHeartbeatTimeout is how long a worker process may send nothing
+// at all (it beats every 100 ms) before it is declared dead with
+// --workers process: a frozen process has a connection that never breaks.
+const WorkerHeartbeatTimeout = 5 * time.Second
 
 // DefaultReadBatchRows is how many rows a map unit reads at a time.
 const DefaultReadBatchRows = 16 * 1024
@@ -43,7 +51,7 @@ func (Executor) Name() string { return "diskphase" }
 // once the first finite job commits.
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery", "detect-delay", "acquire-delay"},
-		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}}
+		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}, ProcessWorkers: true}
 }
 
 // FailPoints implements run.Executor.
@@ -62,11 +70,25 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		x.closeShared()
 		return nil, fmt.Errorf("diskphase: %w", err)
 	}
+	if env.Config.Workers == run.WorkersProcess {
+		if x.procs, err = x.startWorkers(ctx, x.mcfg.workers, cmp.Or(e.heartbeatTimeout, WorkerHeartbeatTimeout)); err != nil {
+			x.closeShared()
+			var re run.RefusedError
+			if errors.As(err, &re) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("diskphase: %w", err)
+		}
+		defer x.procs.close()
+	}
 	if e.result != nil {
 		e.result(x)
 	}
 	err = x.runCoordinators(ctx)
 	x.closeShared()
+	if x.procs != nil {
+		x.met.notes = append(x.met.notes, fmt.Sprintf("workers ran as processes of this binary (--workers process): %d started, replacements included; a worker's detect and acquire are measured", len(x.procs.pool.All())))
+	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// Stopped from outside (an endless input): every committed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,7 +26,14 @@ import (
 
 var scheduleFlags = runtest.NewScheduleFlags("dp", 200)
 
-func TestMain(m *testing.M) { runtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testWorkerEnv) == "1" {
+		os.Exit(serveTestWorker()) // this binary, started as a worker process
+	}
+	runtest.Main(m)
+	// runtest.Main exits; an orphan check of the whole package is in
+	// TestNoWorkerProcessOutlivesItsRun (process_test.go).
+}
 
 // fastDir is a fresh directory, on a RAM disk when there is one.
 func fastDir(t testing.TB) string {
@@ -71,6 +79,11 @@ type scenario struct {
 	onTrace func(ev traceEvent, st storage.Store, x *execution)
 	// spacetime, if set, records the run's time-space events.
 	spacetime *spacetime.Recorder
+	// workers is --workers; process starts this test binary as the
+	// worker processes (serveTestWorker).
+	workers run.WorkerMode
+	// heartbeat replaces WorkerHeartbeatTimeout.
+	heartbeat time.Duration
 }
 
 type outcome struct {
@@ -115,7 +128,7 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	cfg := run.Config{Job: sc.job, Params: p, Executor: "diskphase", Inputs: sc.inputs, Output: out,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, Storage: sc.storage, Parallelism: sc.parallelism,
 		Options: Options{JobRecords: sc.jobRecords, JobInterval: sc.jobInterval, ChunkRows: sc.chunkRows}, Fails: sc.fails, Seed: 1, Progress: sc.progress,
-		Resumed: sc.resumed, DetectDelay: sc.detect, AcquireDelay: sc.acquire}
+		Resumed: sc.resumed, DetectDelay: sc.detect, AcquireDelay: sc.acquire, Workers: sc.workers}
 	runCtx := ctx
 	if sc.stopAfterCommits > 0 {
 		var stop context.CancelFunc
@@ -134,9 +147,10 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 		t.Fatalf("prepare: %v", err)
 	}
 	env.Trace = sc.spacetime
+	env.WorkerCommand = testWorkerCommand()
 	o := &outcome{env: env}
 	var mu sync.Mutex
-	e := Executor{RunID: sc.runID, ReadBatchRows: sc.readBatch,
+	e := Executor{RunID: sc.runID, ReadBatchRows: sc.readBatch, heartbeatTimeout: sc.heartbeat,
 		trace: func(ev traceEvent) {
 			mu.Lock()
 			o.trace = append(o.trace, ev)
@@ -173,6 +187,9 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 		t.Fatalf("closing env: %v", err)
 	}
 	checked.AssertSize(t, 0)
+	if sc.workers == run.WorkersProcess {
+		checkNoOrphans(t, o.x)
+	}
 	if o.err != nil || sc.stopAfterCommits > 0 {
 		return o
 	}

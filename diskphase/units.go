@@ -29,11 +29,17 @@ type attempt struct {
 	rec     *recoveryRec
 	kill    func(*fault.Crash) // asks the cluster to kill another worker
 	midDone bool
+	// remote, in a worker process (--workers process), hands the crash
+	// points and the record counts to the coordinator, which decides.
+	remote *remoteGate
 }
 
 // point passes the named unit crash point as the attempt's worker; a
 // crash ends the attempt like any other error it returns.
 func (a *attempt) point(name string) error {
+	if a.remote != nil {
+		return a.remote.point(name)
+	}
 	return a.x.env.Faults.Point(name, a.worker)
 }
 
@@ -41,6 +47,9 @@ func (a *attempt) point(name string) error {
 // this worker ends the attempt here; one naming another worker is handed to
 // the cluster, which kills that worker.
 func (a *attempt) read(n int64) error {
+	if a.remote != nil {
+		return a.remote.read(n)
+	}
 	a.x.met.recordsRead(a.unit, n, a.rerun, a.rec)
 	err := a.x.env.Faults.Read(n)
 	if c, ok := fault.AsCrash(err); ok && c.Worker != a.worker {

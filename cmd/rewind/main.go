@@ -115,7 +115,7 @@ after a crash.`,
 	benchCmd := newBenchCmd(stdout, stderr)
 	benchCmd.AddCommand(newBenchCompareCmd(stdout), newBenchCostCmd(stdout, stderr),
 		newBenchLatencyCmd(stdout, stderr), newBenchStateCmd(stdout, stderr))
-	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd())
+	root.AddCommand(newRunCmd(stdout, stderr), benchCmd, newTraceCmd(stdout, stderr), newInspectCmd(), newWorkerCmd(stderr))
 	return root
 }
 

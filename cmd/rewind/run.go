@@ -58,6 +58,7 @@ type runFlags struct {
 	resolveMemory                string
 	series                       string
 	memoryLimit                  string
+	workers                      string
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -97,6 +98,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
 	fl.StringVar(&f.series, "series", "", "write the run over time (per-bucket counts and latency, recovery points with their durations, crash phases) as JSON to `FILE`")
 	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
+	fl.StringVar(&f.workers, "workers", string(run.WorkersInproc), "where workers run: inproc (simulated in this process), process (each a process of this binary; a kill is a SIGKILL)")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT (such as 256MiB): the collector works harder near it; the run goes on past it if its state needs more (default: GOMEMLIMIT, or none)")
 	f.addJobFlags(fl)
 	return cmd
@@ -316,6 +318,12 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Workers, err = run.ParseWorkerMode(f.workers); err != nil {
+		return usageError{err}
+	}
+	if cfg.Workers == run.WorkersProcess && !exec.Traits().ProcessWorkers {
+		return usagef("invalid --workers process: executor %s runs its workers inside this process only; use --workers inproc", exec.Name())
+	}
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelInfo
@@ -359,6 +367,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	defer env.Close()
 	env.Faults.KillProcess = killProcess
+	env.WorkerCommand = &run.WorkerCommand{Args: run.WorkerArgs}
 	switch {
 	case cfg.Resumed:
 		if err := checkResumedStorage(ctx, exec, env, rec, stderr); err != nil {

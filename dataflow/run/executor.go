@@ -76,6 +76,10 @@ type Traits struct {
 	// executor listing it. Mistakes made outside the executor (the sink
 	// mode, a forgetful input) need no listing.
 	Mistakes []mistake.Name
+	// ProcessWorkers marks an executor that runs its workers as processes
+	// of this binary with --workers process (it implements ProcessWorker);
+	// the others refuse that mode.
+	ProcessWorkers bool
 	// NoOptions is the executor's Options with nothing set (its zero
 	// value), for code that holds only the executor (bench picks a variant
 	// on it).

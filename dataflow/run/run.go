@@ -81,6 +81,9 @@ type Config struct {
 	Resumed bool
 	// Progress receives one JSON line per progress event when non-nil.
 	Progress io.Writer
+	// Workers is where the workers run (--workers); "" is inproc. Only
+	// an executor with Traits.ProcessWorkers takes process.
+	Workers WorkerMode
 }
 
 // Env is a job ready to run: the built job, its opened sources, sink and
@@ -109,6 +112,12 @@ type Env struct {
 	// seriesInputs are Series' inputs by name when the executor reports
 	// its own positions (Traits.OwnPositions); see SeriesInput.
 	seriesInputs map[string]report.SeriesInput
+	// seriesFirst are Series' indexes of each input's partition 0 (see
+	// SeriesReader).
+	seriesFirst map[string]int
+	// WorkerCommand starts a worker process (Config.Workers process);
+	// the CLI sets it to `rewind worker`, tests to their own binary.
+	WorkerCommand *WorkerCommand
 
 	// patient is PatientStore's one outage clock, made on first use: the
 	// executor's calls and the sink's journal wait out the same outage.

@@ -27,6 +27,7 @@ func recordSources(env *Env, rec *report.SeriesRecorder, own bool) (undo func())
 	orig := env.Sources
 	wrapped := make(map[string]source.Source, len(orig))
 	var inputs map[string]report.SeriesInput
+	first := make(map[string]int, len(orig))
 	if own {
 		inputs = make(map[string]report.SeriesInput, len(orig))
 	}
@@ -42,10 +43,11 @@ func recordSources(env *Env, rec *report.SeriesRecorder, own bool) (undo func())
 			wrapped[name] = &recordedSource{Source: src, rec: rec, first: in.First()}
 			continue
 		}
-		wrapped[name] = &recordedSource{Source: src, rec: rec, first: rec.Input(n, due)}
+		first[name] = rec.Input(n, due)
+		wrapped[name] = &recordedSource{Source: src, rec: rec, first: first[name]}
 	}
-	env.Sources, env.seriesInputs = wrapped, inputs
-	return func() { env.Sources, env.seriesInputs = orig, nil }
+	env.Sources, env.seriesInputs, env.seriesFirst = wrapped, inputs, first
+	return func() { env.Sources, env.seriesInputs, env.seriesFirst = orig, nil, nil }
 }
 
 // SeriesInput is where an executor with Traits.OwnPositions reports what

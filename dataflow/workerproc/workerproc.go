@@ -145,6 +145,13 @@ func (p *Pool) Start(id int) (*Process, error) {
 	return proc, nil
 }
 
+// All are every process the pool started, in start order.
+func (p *Pool) All() []*Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*Process(nil), p.all...)
+}
+
 // Current is worker id's latest incarnation, or nil.
 func (p *Pool) Current(id int) *Process {
 	p.mu.Lock()
@@ -210,6 +217,18 @@ func (p *Pool) Close() error {
 		<-proc.exited
 	}
 	return os.RemoveAll(p.spec.Root)
+}
+
+// Signaled is the signal that ended proc, once it has exited (0: it
+// exited by itself).
+func (p *Process) Signaled() syscall.Signal {
+	var ee *exec.ExitError
+	if errors.As(p.Err(), &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal()
+		}
+	}
+	return 0
 }
 
 // Err is proc's exit status once it has exited.

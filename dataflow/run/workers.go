@@ -1,0 +1,113 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/wire"
+)
+
+// WorkerMode is where an executor's workers run (--workers).
+type WorkerMode string
+
+const (
+	// WorkersInproc: every worker is simulated inside this process; a
+	// killed worker's goroutines and memory are dropped (the default).
+	WorkersInproc WorkerMode = "inproc"
+	// WorkersProcess: every worker is a process of this binary (`rewind
+	// worker`), and a kill is a SIGKILL (issue #17).
+	WorkersProcess WorkerMode = "process"
+)
+
+// ParseWorkerMode reads a --workers value; "" is inproc.
+func ParseWorkerMode(s string) (WorkerMode, error) {
+	switch WorkerMode(s) {
+	case "", WorkersInproc:
+		return WorkersInproc, nil
+	case WorkersProcess:
+		return WorkersProcess, nil
+	}
+	return "", fmt.Errorf("invalid --workers %q: allowed are inproc, process", s)
+}
+
+// TokenEnv is the environment variable a worker process finds the run's
+// token in: never an argument, which any user's ps shows.
+const TokenEnv = "REWIND_WORKER_TOKEN"
+
+// WorkerCommand says how to start a worker process of this run; the
+// executor that starts workers adds TokenEnv to Env.
+type WorkerCommand struct {
+	// Binary is the executable; os.Executable() when empty.
+	Binary string
+	// Args are worker id's arguments, to join the coordinator at addr.
+	Args func(addr string, id int) []string
+	// Env is added to the coordinator's environment.
+	Env []string
+}
+
+// WorkerArgs are the arguments of `rewind worker`: the address and the
+// id, nothing else (the token is in the environment, the configuration in
+// the coordinator's Welcome).
+func WorkerArgs(addr string, id int) []string {
+	return []string{"worker", "--coordinator", addr, "--id", strconv.Itoa(id)}
+}
+
+// WorkerWelcome is what the coordinator's Welcome carries: which
+// executor the worker serves and that executor's own configuration.
+type WorkerWelcome struct {
+	Executor string          `json:"executor"`
+	Config   json.RawMessage `json:"config"`
+}
+
+// ProcessWorker is an executor that can run as a worker process
+// (Traits.ProcessWorkers): ServeWorker does what its coordinator asks over
+// c until the connection closes.
+type ProcessWorker interface {
+	ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMessage, w WorkerEnv) error
+}
+
+// WorkerEnv is what a worker process has besides its configuration.
+type WorkerEnv struct {
+	ID    int
+	Alloc memory.Allocator
+	Log   *slog.Logger
+}
+
+// JoinCoordinator dials the coordinator at addr as worker id with the
+// token from TokenEnv and returns the connection and the Welcome.
+func JoinCoordinator(ctx context.Context, addr string, id int, opts wire.Options) (*wire.Conn, WorkerWelcome, error) {
+	token := os.Getenv(TokenEnv)
+	if token == "" {
+		return nil, WorkerWelcome{}, fmt.Errorf("no run token: a worker finds it in $%s, which the coordinator sets for the workers it starts", TokenEnv)
+	}
+	c, wel, err := wire.Dial(ctx, addr, wire.Hello{Token: token, Worker: strconv.Itoa(id)}, opts)
+	if err != nil {
+		return nil, WorkerWelcome{}, err
+	}
+	var ww WorkerWelcome
+	if err := json.Unmarshal(wel.Config, &ww); err != nil {
+		_ = c.Close()
+		return nil, WorkerWelcome{}, fmt.Errorf("the coordinator's welcome is not a worker configuration: %w", err)
+	}
+	return c, ww, nil
+}
+
+// SeriesReader is the run's record of a reader of input name's partition
+// opened at offset, for an executor whose reads happen in a worker
+// process: it reports them here as they happen, so the run over time sees
+// them as it sees a local reader's. Nil (which records nothing) outside
+// Execute.
+func (e *Env) SeriesReader(name string, partition int, offset int64) *report.SeriesReader {
+	first, ok := e.seriesFirst[name]
+	if !ok {
+		return nil
+	}
+	return e.Series.Open(first+partition, offset)
+}
