@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -318,11 +317,8 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Workers, err = run.ParseWorkerMode(f.workers); err != nil {
-		return usageError{err}
-	}
-	if cfg.Workers == run.WorkersProcess && !exec.Traits().ProcessWorkers {
-		return usagef("invalid --workers process: executor %s runs its workers inside this process only; use --workers inproc", exec.Name())
+	if cfg.Workers, err = f.workerMode(exec); err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	if f.verbose {
@@ -574,34 +570,4 @@ func checkResumedStorage(ctx context.Context, exec run.Executor, env *run.Env, r
 		fmt.Fprintf(stderr, "rewind: warning: %s holds nothing of run %s, so it starts again from the beginning (fine if the process died before its first write; if storage was lost since, rows already published in %s may become visible twice)\n", env.Store.URL(), rec.RunID, env.Config.Output)
 	}
 	return nil
-}
-
-// checkS3Endpoint refuses, as a usage error before anything runs, an S3
-// storage location without an endpoint or with a malformed one (flag, or
-// else $REWIND_S3_ENDPOINT); opening the store would report it only as a
-// failed run.
-func checkS3Endpoint(storageURL, flag string) error {
-	if !strings.HasPrefix(strings.ToLower(storageURL), "s3://") {
-		return nil
-	}
-	ep, from := flag, "--s3-endpoint"
-	if ep == "" {
-		ep, from = os.Getenv(storage.EnvS3Endpoint), "$"+storage.EnvS3Endpoint
-	}
-	if ep == "" {
-		return usagef("invalid --storage %s: no S3 endpoint: give --s3-endpoint or set $%s, e.g. http://127.0.0.1:9000", storageURL, storage.EnvS3Endpoint)
-	}
-	if _, err := storage.ParseEndpoint(ep); err != nil {
-		return usagef("invalid %s: %v", from, err)
-	}
-	return nil
-}
-
-// s3Endpoint is the S3 endpoint cfg's storage is reached at; empty for
-// local storage.
-func s3Endpoint(cfg run.Config) string {
-	if !strings.HasPrefix(strings.ToLower(cfg.Storage), "s3://") {
-		return ""
-	}
-	return cmp.Or(cfg.S3Endpoint, os.Getenv(storage.EnvS3Endpoint))
 }

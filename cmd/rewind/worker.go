@@ -61,3 +61,16 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 	cmd.Flags().IntVar(&id, "id", 0, "this worker's number")
 	return cmd
 }
+
+// workerMode is --workers, refused (a usage error) for an executor whose
+// workers cannot be processes.
+func (f *runFlags) workerMode(exec run.Executor) (run.WorkerMode, error) {
+	m, err := run.ParseWorkerMode(f.workers)
+	if err != nil {
+		return m, usageError{err}
+	}
+	if m == run.WorkersProcess && !exec.Traits().ProcessWorkers {
+		return m, usagef("invalid --workers process: executor %s runs its workers inside this process only; use --workers inproc", exec.Name())
+	}
+	return m, nil
+}
