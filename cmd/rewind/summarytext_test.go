@@ -45,10 +45,12 @@ func TestTextSummaryBillsACrashAndListsCheckpoints(t *testing.T) {
 
 // A micro-batch a worker's death cut short is in the history with its
 // status and reason, beside the same batch completed when it ran again.
+// The kill is in worker 1's first batch: a busy machine ran the 0.4 s
+// input in two batches, and never reached its third.
 func TestTextSummaryListsAFailedBatch(t *testing.T) {
 	code, stdout, stderr := rewind(t, "run", "--executor", "microbatch", "--input", "gen:records=40000,rate=100000",
 		"--output", filepath.Join(t.TempDir(), "o"), "--storage", "file://"+t.TempDir(), "--lost-piece-recovery", "rerun-batch",
-		"--fail", "point=batch.mid-run,worker=1,occurrence=3", "--summary", "text")
+		"--fail", "point=batch.mid-run,worker=1,occurrence=1", "--summary", "text")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
