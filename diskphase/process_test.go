@@ -36,7 +36,7 @@ func testWorkerCommand() *run.WorkerCommand {
 
 // serveTestWorker is the worker process's main. Its allocator is checked:
 // a worker that ends with Arrow memory outstanding exits 3, which the run's
-// coordinator keeps (procWorkers.ended) and checkNoOrphans refuses.
+// coordinator keeps (run.Fleet.Ended) and checkNoOrphans refuses.
 func serveTestWorker() int {
 	addr, id := os.Args[1], os.Args[2]
 	n, err := strconv.Atoi(id)
@@ -106,15 +106,15 @@ func checkNoOrphans(t testing.TB, x *execution) {
 	if x == nil || x.procs == nil {
 		t.Fatal("a run with --workers process started no worker processes")
 	}
-	if len(x.procs.ended) == 0 {
+	if len(x.procs.Ended()) == 0 {
 		t.Fatal("the run's worker processes were never closed")
 	}
-	for _, e := range x.procs.ended {
-		if alive(e.pid) {
-			t.Errorf("worker %d (pid %d) outlived its run", e.id, e.pid)
+	for _, e := range x.procs.Ended() {
+		if alive(e.Pid) {
+			t.Errorf("worker %d (pid %d) outlived its run", e.ID, e.Pid)
 		}
-		if e.signal == 0 && e.err != nil {
-			t.Errorf("worker %d (pid %d) ended badly: %v", e.id, e.pid, e.err)
+		if e.Signal == 0 && e.Err != nil {
+			t.Errorf("worker %d (pid %d) ended badly: %v", e.ID, e.Pid, e.Err)
 		}
 	}
 }
@@ -122,8 +122,8 @@ func checkNoOrphans(t testing.TB, x *execution) {
 // sigkilled counts the run's worker processes a SIGKILL ended.
 func sigkilled(x *execution) int {
 	n := 0
-	for _, e := range x.procs.ended {
-		if e.signal == syscall.SIGKILL {
+	for _, e := range x.procs.Ended() {
+		if e.Signal == syscall.SIGKILL {
 			n++
 		}
 	}
@@ -161,7 +161,7 @@ func TestProcessWorkersMatchTheOracle(t *testing.T) {
 				o := sc.execute(t)
 				o.checkOutput(t, what)
 				o.checkNoDuplicates(t, what)
-				if got := len(o.x.procs.ended); got != sc.parallelism {
+				if got := len(o.x.procs.Ended()); got != sc.parallelism {
 					t.Fatalf("%s: %d worker processes started, want %d (one per worker)", what, got, sc.parallelism)
 				}
 				if o.summary.Crashes != 0 || sigkilled(o.x) != 0 {
@@ -237,7 +237,7 @@ func TestWorkerProcessDyingOnItsOwn(t *testing.T) {
 		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
 			if ev.Kind == "start" && ev.Unit.Kind == kindMap && ev.Unit.Job == 1 && !killed {
 				killed = true
-				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(x.procs.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
 					t.Errorf("killing worker %d from outside: %v", ev.Worker, err)
 				}
 			}
@@ -266,7 +266,7 @@ func TestWorkerProcessesDyingAtEveryAttemptFailTheRun(t *testing.T) {
 		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
 			if ev.Kind == "start" {
 				kills++
-				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(x.procs.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
 					t.Errorf("killing worker %d from outside: %v", ev.Worker, err)
 				}
 			}
@@ -291,7 +291,7 @@ func TestFrozenWorkerProcessIsDeclaredDead(t *testing.T) {
 		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
 			if ev.Kind == "start" && ev.Unit.Kind == kindMap && ev.Unit.Job == 1 && !frozen {
 				frozen, at = true, time.Now()
-				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGSTOP); err != nil {
+				if err := syscall.Kill(x.procs.Current(ev.Worker).Pid(), syscall.SIGSTOP); err != nil {
 					t.Errorf("freezing worker %d: %v", ev.Worker, err)
 				}
 			}
@@ -327,7 +327,7 @@ func TestCoordinatorCrashKeepsWorkerProcesses(t *testing.T) {
 	if len(o.env.Faults.Fired) != 1 {
 		t.Fatal("the coordinator crash did not fire")
 	}
-	if got := len(o.x.procs.ended); got != sc.parallelism || sigkilled(o.x) != 0 {
+	if got := len(o.x.procs.Ended()); got != sc.parallelism || sigkilled(o.x) != 0 {
 		t.Fatalf("a coordinator crash: %d worker processes started (%d SIGKILLed), want the first %d kept", got, sigkilled(o.x), sc.parallelism)
 	}
 }
