@@ -17,6 +17,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
@@ -64,41 +65,6 @@ func serveTestWorker() int {
 	return 0
 }
 
-// alive says whether process pid exists (and is not a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: comm may hold spaces, the state follows ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// childrenOf lists the live processes whose parent is pid, from /proc.
-func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // checkNoOrphans: every worker process the run started is gone, and none
 // ended by itself with an error (a worker's leak check among them).
 func checkNoOrphans(t testing.TB, x *execution) {
@@ -106,17 +72,7 @@ func checkNoOrphans(t testing.TB, x *execution) {
 	if x == nil || x.procs == nil {
 		t.Fatal("a run with --workers process started no worker processes")
 	}
-	if len(x.procs.Ended()) == 0 {
-		t.Fatal("the run's worker processes were never closed")
-	}
-	for _, e := range x.procs.Ended() {
-		if alive(e.Pid) {
-			t.Errorf("worker %d (pid %d) outlived its run", e.ID, e.Pid)
-		}
-		if e.Signal == 0 && e.Err != nil {
-			t.Errorf("worker %d (pid %d) ended badly: %v", e.ID, e.Pid, e.Err)
-		}
-	}
+	runtest.CheckNoOrphans(t, x.procs.Ended())
 }
 
 // sigkilled counts the run's worker processes a SIGKILL ended.
@@ -341,7 +297,7 @@ func TestNoWorkerProcessOutlivesItsRun(t *testing.T) {
 	o.checkOutput(t, "orphans")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		kids := childrenOf(os.Getpid())
+		kids := runtest.ChildrenOf(os.Getpid())
 		if len(kids) == 0 {
 			return
 		}

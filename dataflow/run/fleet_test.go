@@ -1,4 +1,4 @@
-package run
+package run_test
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
@@ -36,21 +37,21 @@ func fleetWorker(mode string) int {
 		return 2
 	}
 	ctx := context.Background()
-	c, wel, err := JoinCoordinator(ctx, os.Args[1], id, wire.Options{HeartbeatInterval: 50 * time.Millisecond, Log: func(string, ...any) {}})
+	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{HeartbeatInterval: 50 * time.Millisecond, Log: func(string, ...any) {}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer c.Close()
 	if mode == "fail" {
-		_ = SendFailed(c, errors.New("cannot open input x: no such file"))
+		_ = run.SendFailed(c, errors.New("cannot open input x: no such file"))
 		return 1
 	}
 	if wel.Executor != "fleet-test" || string(wel.Config) != `{"k":1}` {
-		_ = SendFailed(c, fmt.Errorf("welcome %q %s", wel.Executor, wel.Config))
+		_ = run.SendFailed(c, fmt.Errorf("welcome %q %s", wel.Executor, wel.Config))
 		return 1
 	}
-	if SendReady(c) != nil {
+	if run.SendReady(c) != nil {
 		return 1
 	}
 	for {
@@ -64,7 +65,7 @@ func fleetWorker(mode string) int {
 	}
 }
 
-func startTestFleet(t *testing.T, mode string, n int) (*Fleet, error) {
+func startTestFleet(t *testing.T, mode string, n int) (*run.Fleet, error) {
 	t.Helper()
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	t.Cleanup(func() {
@@ -72,14 +73,14 @@ func startTestFleet(t *testing.T, mode string, n int) (*Fleet, error) {
 			t.Errorf("%d bytes of Arrow memory outstanding", left)
 		}
 	})
-	return StartFleet(context.Background(), FleetConfig{Executor: "fleet-test", Config: []byte(`{"k":1}`), N: n,
-		Command: &WorkerCommand{Binary: os.Args[0], Env: []string{fleetWorkerEnv + "=" + mode},
+	return run.StartFleet(context.Background(), run.FleetConfig{Executor: "fleet-test", Config: []byte(`{"k":1}`), N: n,
+		Command: &run.WorkerCommand{Binary: os.Args[0], Env: []string{fleetWorkerEnv + "=" + mode},
 			Args: func(addr string, id int) []string { return []string{addr, strconv.Itoa(id)} }},
 		Alloc: alloc, HeartbeatTimeout: 5 * time.Second})
 }
 
 // echo sends msg to worker id and wants it back from that worker.
-func echo(t *testing.T, f *Fleet, id int, msg string) {
+func echo(t *testing.T, f *run.Fleet, id int, msg string) {
 	t.Helper()
 	s := f.Slot(id)
 	if err := s.Conn.SendControl([]byte(msg)); err != nil {
@@ -94,16 +95,6 @@ func echo(t *testing.T, f *Fleet, id int, msg string) {
 	if want := strconv.Itoa(id) + ":" + msg; string(b) != want {
 		t.Fatalf("worker %d answered %q, want %q", id, b, want)
 	}
-}
-
-func procAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func TestFleetStartsKillsAndReplacesWorkerProcesses(t *testing.T) {
@@ -140,8 +131,8 @@ func TestFleetStartsKillsAndReplacesWorkerProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if acquire <= 0 || f.Slot(1) == old || f.Slot(1).Proc.Pid() == oldPid || procAlive(oldPid) {
-		t.Fatalf("replacement: acquire %v, pid %d (old %d, alive %v)", acquire, f.Slot(1).Proc.Pid(), oldPid, procAlive(oldPid))
+	if acquire <= 0 || f.Slot(1) == old || f.Slot(1).Proc.Pid() == oldPid || runtest.Alive(oldPid) {
+		t.Fatalf("replacement: acquire %v, pid %d (old %d, alive %v)", acquire, f.Slot(1).Proc.Pid(), oldPid, runtest.Alive(oldPid))
 	}
 	echo(t, f, 1, "again")
 	echo(t, f, 0, "still")
@@ -154,17 +145,7 @@ func TestFleetStartsKillsAndReplacesWorkerProcesses(t *testing.T) {
 	if len(ended) != 3 {
 		t.Fatalf("%d processes ended, want 3: %+v", len(ended), ended)
 	}
-	kills := 0
-	for _, e := range ended {
-		if procAlive(e.Pid) {
-			t.Errorf("worker %d (pid %d) outlived Close", e.ID, e.Pid)
-		}
-		if e.Signal == syscall.SIGKILL {
-			kills++
-		} else if e.Err != nil {
-			t.Errorf("worker %d (pid %d) ended badly: %v", e.ID, e.Pid, e.Err)
-		}
-	}
+	kills := runtest.CheckNoOrphans(t, ended)
 	if kills != 1 {
 		t.Fatalf("%d processes ended by SIGKILL, want 1: %+v", kills, ended)
 	}
@@ -182,23 +163,23 @@ func TestFleetWorkerThatCannotStartFailsTheStartWithItsReason(t *testing.T) {
 }
 
 func TestFleetGivesUpOnWorkersThatKeepDying(t *testing.T) {
-	f := &Fleet{}
+	f := &run.Fleet{}
 	if err := f.LostOnItsOwn(time.Now(), errors.New("killed by the run")); err != nil {
 		t.Fatalf("a kill of the run's counted as lost: %v", err)
 	}
-	for i := range FleetMaxLost {
+	for i := range run.FleetMaxLost {
 		if err := f.LostOnItsOwn(time.Time{}, fmt.Errorf("death %d", i)); err != nil {
 			t.Fatalf("gave up after %d deaths: %v", i+1, err)
 		}
 	}
 	err := f.LostOnItsOwn(time.Time{}, errors.New("the last death"))
 	if err == nil || !strings.Contains(err.Error(), "the last death") {
-		t.Fatalf("after %d deaths: %v, want giving up naming the last", FleetMaxLost+1, err)
+		t.Fatalf("after %d deaths: %v, want giving up naming the last", run.FleetMaxLost+1, err)
 	}
 }
 
 func TestProcessInputsAreAbsoluteAndRereadable(t *testing.T) {
-	got, err := ProcessInputs(map[string]string{"a": "file:in.csv", "b": "file:/x/y.csv", "c": "gen:records=5"}, nil)
+	got, err := run.ProcessInputs(map[string]string{"a": "file:in.csv", "b": "file:/x/y.csv", "c": "gen:records=5"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +192,8 @@ func TestProcessInputsAreAbsoluteAndRereadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer push.Close()
-	_, err = ProcessInputs(map[string]string{"p": "push:listen=127.0.0.1:0"}, map[string]source.Source{"p": push})
-	var re RefusedError
+	_, err = run.ProcessInputs(map[string]string{"p": "push:listen=127.0.0.1:0"}, map[string]source.Source{"p": push})
+	var re run.RefusedError
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "forgetful") {
 		t.Fatalf("a forgetful input: %v, want refused", err)
 	}
