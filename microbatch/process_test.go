@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/wire"
@@ -157,5 +158,112 @@ func TestWorkerProcessWithOtherPartitionsRefusesToStart(t *testing.T) {
 		if kids = runtest.ChildrenOf(os.Getpid()); len(kids) != 0 {
 			t.Fatalf("processes left after a failed start: %v", kids)
 		}
+	}
+}
+
+// TestReplacementWorkerProcessRestoresTheCommittedState: after a run, the
+// worker processes of a fresh fleet rebuild their operators from the last
+// committed state version in durable storage, each its own key groups,
+// and hold exactly the rows storage has for those groups; a SIGKILLed
+// worker's replacement does the same from storage alone.
+func TestReplacementWorkerProcessRestoresTheCommittedState(t *testing.T) {
+	ctx := context.Background()
+	store := "file://" + fastDir(t)
+	sc := &scenario{job: "keyed-count", inputs: defaultInputs("keyed-count", 3000, 1), parallelism: 2, storage: store,
+		opts: Options{RunID: "restore1"}}
+	if o := sc.execute(t); o.err != nil {
+		t.Fatal(o.err)
+	}
+	env, opts := preparedEnv(t, &scenario{job: "keyed-count", inputs: sc.inputs, parallelism: 2, storage: store})
+	c, err := newCoordinator(env, opts, "restore1", 0, newMetrics(nil, RecoveryRerunBatch, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	l, err := c.list(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := PlanRestart(l)
+	if err != nil || rp.LastCommitted < 0 {
+		t.Fatalf("no committed batch to restore (%v)", err)
+	}
+	ce, err := c.readCommit(ctx, rp.LastCommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oe, err := c.readOffsets(ctx, rp.LastCommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, _, _, err := c.readManifest(ctx, ce.StateVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := loadState(ctx, c.store, c.prefix, idx, func(string, int) bool { return true }, env.Alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int64, 2)
+	for _, a := range ls {
+		for kg, g := range a {
+			if g.Batch != nil {
+				want[keygroup.Owner(kg, 2)] += g.Batch.NumRows()
+			}
+		}
+	}
+	ls.release()
+	if want[0] == 0 || want[1] == 0 {
+		t.Fatalf("state version %d holds %v rows per worker: nothing to restore", ce.StateVersion, want)
+	}
+
+	f, err := startWorkerProcesses(ctx, env, opts, "restore1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			f.Close()
+		}
+	}()
+	restore := func(id int) {
+		t.Helper()
+		s := f.Slot(id)
+		if err := sendMsg(s.Conn, procMsg{Op: opRestore, Version: ce.StateVersion, Index: idx, Watermark: oe.Watermark}); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		b, err := s.Conn.Control(rctx)
+		if err != nil {
+			t.Fatalf("worker %d: %v", id, err)
+		}
+		var m procMsg
+		if err := json.Unmarshal(b, &m); err != nil || m.Op != opRestored {
+			t.Fatalf("worker %d answered the restore with %s", id, b)
+		}
+		var got int64
+		for _, n := range m.Rows {
+			got += n
+		}
+		if got != want[id] {
+			t.Fatalf("worker %d (pid %d) restored %d rows of state (%v), storage holds %d for its key groups", id, s.Proc.Pid(), got, m.Rows, want[id])
+		}
+	}
+	restore(0)
+	restore(1)
+	if _, _, err := f.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Replace(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	restore(1)
+	restore(0) // again, over the operators it holds
+	f.Close()
+	closed = true
+	if kills := runtest.CheckNoOrphans(t, f.Ended()); kills != 1 {
+		t.Fatalf("%d processes SIGKILLed, want 1", kills)
 	}
 }

@@ -5,7 +5,8 @@ package microbatch
 // coordinator's Welcome, and the worker's start-up up to "ready" (inputs
 // and durable storage open, the same topology and partition ownership as
 // its coordinator's), which ends the measured acquire of a replacement.
-// Running a batch's tasks in the worker is not built yet, so
+// A worker restores its operators from a committed state version when
+// asked (procrestore.go). Running a batch's tasks in it is not built yet, so
 // Traits.ProcessWorkers stays false and `--workers process` is refused;
 // docs/workers.md says what is left.
 
@@ -90,15 +91,20 @@ var WorkerHeartbeatTimeout = 5 * time.Second
 // configuration, inputs, durable storage and topology.
 type procWorker struct {
 	cfg   procConfig
+	id    int
 	env   *run.Env
 	topo  *topology
 	store storage.Store
+	// w holds the operators and their state, once restored: memory that
+	// dies with this process.
+	w *worker
 }
 
 // ServeWorker implements run.ProcessWorker: a microbatch worker process.
 // It opens what its configuration names and says ready (or failed, with
-// the reason); batch tasks are not served yet, and any request is
-// answered with an error saying so. It returns when the connection
+// the reason), then restores its operators' key groups from a state
+// version when asked; batch tasks are not served yet, and such a request
+// is answered with an error saying so. It returns when the connection
 // closes.
 func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMessage, w run.WorkerEnv) error {
 	var cfg procConfig
@@ -112,6 +118,7 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 		return err
 	}
 	defer pw.env.Close()
+	defer pw.drop()
 	if err := run.SendReady(c); err != nil {
 		return nil // the coordinator is gone already
 	}
@@ -120,13 +127,17 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 		if err != nil {
 			return nil // the run is over, or the coordinator is gone
 		}
-		var m struct {
-			Op string `json:"op"`
+		var m procMsg
+		var reply procMsg
+		switch err := json.Unmarshal(b, &m); {
+		case err != nil:
+			reply = procMsg{Op: opError, Text: fmt.Sprintf("microbatch worker %d: a control message that is not one: %v", w.ID, err)}
+		case m.Op == opRestore:
+			reply = pw.restore(ctx, m)
+		default:
+			reply = procMsg{Op: opError, Text: fmt.Sprintf("microbatch worker %d: %q: worker processes do not run batch tasks yet", w.ID, m.Op)}
 		}
-		_ = json.Unmarshal(b, &m)
-		reply, _ := json.Marshal(map[string]string{"op": "error",
-			"text": fmt.Sprintf("microbatch worker %d: %q: worker processes do not run batch tasks yet", w.ID, m.Op)})
-		if err := c.SendControl(reply); err != nil {
+		if err := sendMsg(c, reply); err != nil {
 			return nil
 		}
 	}
@@ -173,5 +184,5 @@ func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*pro
 		return nil, fmt.Errorf("the inputs split into %v here, into %v at the coordinator", names, cfg.Partitions)
 	}
 	ok = true
-	return &procWorker{cfg: cfg, env: env, topo: topo, store: env.PatientStore().Store()}, nil
+	return &procWorker{cfg: cfg, id: w.ID, env: env, topo: topo, store: env.PatientStore().Store()}, nil
 }
