@@ -52,7 +52,7 @@ type execution struct {
 
 	// procs are the worker processes with --workers process; nil when
 	// the workers are simulated in this process.
-	procs *procWorkers
+	procs *run.Fleet
 
 	// shared are the readers of forgetful splits (see input.go).
 	sharedMu sync.Mutex
@@ -431,7 +431,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		at, detected := msg.at, time.Time{}
 		if x.procs != nil {
 			var err error
-			if at, detected, err = x.procs.kill(w); err != nil {
+			if at, detected, err = x.procs.Kill(w); err != nil {
 				return err
 			}
 		}
@@ -475,7 +475,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		case hasDied:
 			// A worker process that died on its own (a panic, the OOM
 			// killer) is a crash like an injected one.
-			if err := x.procs.lostOnItsOwn(died); err != nil {
+			if err := x.procs.LostOnItsOwn(died.killed, died); err != nil {
 				return err
 			}
 			rec, err := c.workerDown(ctx, fmt.Sprintf("%v while running %s", died, r.unit), r.worker, died.killed, died.detected)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 // cancelGrace is how long a worker process may take to stop an attempt
@@ -20,15 +21,15 @@ const cancelGrace = 5 * time.Second
 // gets the entry or the error, and for a kill when it was sent and when the
 // broken connection was seen.
 func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res *attemptResult) {
-	s := x.procs.slot(a.worker)
+	s := x.procs.Slot(a.worker)
 	if s == nil {
 		res.err = fmt.Errorf("no worker process %d", a.worker)
 		return
 	}
 	died := func(reason error) {
-		res.err = &workerDiedError{worker: a.worker, reason: reason, killed: s.killedAt(), detected: s.brokenAt()}
+		res.err = &workerDiedError{worker: a.worker, reason: reason, killed: s.KilledAt(), detected: s.BrokenAt()}
 	}
-	if err := send(s.conn, procMsg{Op: opRun, Unit: a.unit, Attempt: a.num, Worker: a.worker, Rerun: a.rerun,
+	if err := send(s.Conn, procMsg{Op: opRun, Unit: a.unit, Attempt: a.num, Worker: a.worker, Rerun: a.rerun,
 		Map: task.Map, Reduce: task.Reduce}); err != nil {
 		died(err)
 		return
@@ -42,7 +43,7 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 		defer sr.Close()
 	}
 	ownKill := func(cr *fault.Crash) {
-		killed, detected, err := x.procs.kill(a.worker)
+		killed, detected, err := x.procs.Kill(a.worker)
 		if err != nil {
 			res.err = err
 			return
@@ -50,7 +51,7 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 		res.err, res.killed, res.detected = cr, killed, detected
 	}
 	for {
-		b, err := s.conn.Control(ctx)
+		b, err := s.Conn.Control(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				died(err)
@@ -61,7 +62,7 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 		}
 		m, err := decodeMsg(b)
 		if err != nil {
-			_ = s.conn.Close()
+			_ = s.Conn.Close()
 			died(err)
 			return
 		}
@@ -89,7 +90,7 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 			}
 			return
 		default:
-			_ = s.conn.Close()
+			_ = s.Conn.Close()
 			died(fmt.Errorf("unexpected %q message", m.Op))
 			return
 		}
@@ -101,7 +102,7 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 		if ferr != nil {
 			answer = procMsg{Op: opFail, Text: ferr.Error()}
 		}
-		if err := send(s.conn, answer); err != nil {
+		if err := send(s.Conn, answer); err != nil {
 			died(err)
 			return
 		}
@@ -112,17 +113,17 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 // (cause): a killed worker is waited for until its connection breaks; a
 // live one is told to cancel and waited for, and killed if it does not
 // stop in time. It returns cause, which the coordinator expects back.
-func (x *execution) abandonRemote(s *procSlot, cause error) error {
-	if !s.killedAt().IsZero() {
-		<-s.gone
+func (x *execution) abandonRemote(s *run.FleetSlot, cause error) error {
+	if !s.KilledAt().IsZero() {
+		<-s.Gone()
 		return cause
 	}
-	if send(s.conn, procMsg{Op: opCancel}) == nil {
+	if send(s.Conn, procMsg{Op: opCancel}) == nil {
 		limit := time.NewTimer(cancelGrace)
 		defer limit.Stop()
 		for {
 			ctx, stop := context.WithTimeout(context.Background(), cancelGrace)
-			b, err := s.conn.Control(ctx)
+			b, err := s.Conn.Control(ctx)
 			stop()
 			if err != nil {
 				break
@@ -132,13 +133,13 @@ func (x *execution) abandonRemote(s *procSlot, cause error) error {
 			}
 			select {
 			case <-limit.C:
-				_, _, _ = x.procs.kill(s.id)
+				_, _, _ = x.procs.Kill(s.ID)
 				return cause
 			default:
 			}
 		}
 	}
-	_, _, _ = x.procs.kill(s.id)
+	_, _, _ = x.procs.Kill(s.ID)
 	return cause
 }
 
@@ -152,7 +153,7 @@ func (c *coordinator) replaceProcess(ctx context.Context, rec *recoveryRec, work
 	waited := &report.Crash{At: rec.At}
 	r := x.env.Replacement()
 	from := r.Detected(ctx, waited, detected)
-	acquire, err := x.procs.replace(ctx, worker)
+	acquire, err := x.procs.Replace(ctx, worker)
 	if err != nil {
 		return err
 	}

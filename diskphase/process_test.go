@@ -17,6 +17,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
@@ -36,7 +37,7 @@ func testWorkerCommand() *run.WorkerCommand {
 
 // serveTestWorker is the worker process's main. Its allocator is checked:
 // a worker that ends with Arrow memory outstanding exits 3, which the run's
-// coordinator keeps (procWorkers.ended) and checkNoOrphans refuses.
+// coordinator keeps (run.Fleet.Ended) and checkNoOrphans refuses.
 func serveTestWorker() int {
 	addr, id := os.Args[1], os.Args[2]
 	n, err := strconv.Atoi(id)
@@ -64,41 +65,6 @@ func serveTestWorker() int {
 	return 0
 }
 
-// alive says whether process pid exists (and is not a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: comm may hold spaces, the state follows ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
-// childrenOf lists the live processes whose parent is pid, from /proc.
-func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // checkNoOrphans: every worker process the run started is gone, and none
 // ended by itself with an error (a worker's leak check among them).
 func checkNoOrphans(t testing.TB, x *execution) {
@@ -106,24 +72,14 @@ func checkNoOrphans(t testing.TB, x *execution) {
 	if x == nil || x.procs == nil {
 		t.Fatal("a run with --workers process started no worker processes")
 	}
-	if len(x.procs.ended) == 0 {
-		t.Fatal("the run's worker processes were never closed")
-	}
-	for _, e := range x.procs.ended {
-		if alive(e.pid) {
-			t.Errorf("worker %d (pid %d) outlived its run", e.id, e.pid)
-		}
-		if e.signal == 0 && e.err != nil {
-			t.Errorf("worker %d (pid %d) ended badly: %v", e.id, e.pid, e.err)
-		}
-	}
+	runtest.CheckNoOrphans(t, x.procs.Ended())
 }
 
 // sigkilled counts the run's worker processes a SIGKILL ended.
 func sigkilled(x *execution) int {
 	n := 0
-	for _, e := range x.procs.ended {
-		if e.signal == syscall.SIGKILL {
+	for _, e := range x.procs.Ended() {
+		if e.Signal == syscall.SIGKILL {
 			n++
 		}
 	}
@@ -161,7 +117,7 @@ func TestProcessWorkersMatchTheOracle(t *testing.T) {
 				o := sc.execute(t)
 				o.checkOutput(t, what)
 				o.checkNoDuplicates(t, what)
-				if got := len(o.x.procs.ended); got != sc.parallelism {
+				if got := len(o.x.procs.Ended()); got != sc.parallelism {
 					t.Fatalf("%s: %d worker processes started, want %d (one per worker)", what, got, sc.parallelism)
 				}
 				if o.summary.Crashes != 0 || sigkilled(o.x) != 0 {
@@ -237,7 +193,7 @@ func TestWorkerProcessDyingOnItsOwn(t *testing.T) {
 		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
 			if ev.Kind == "start" && ev.Unit.Kind == kindMap && ev.Unit.Job == 1 && !killed {
 				killed = true
-				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(x.procs.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
 					t.Errorf("killing worker %d from outside: %v", ev.Worker, err)
 				}
 			}
@@ -266,7 +222,7 @@ func TestWorkerProcessesDyingAtEveryAttemptFailTheRun(t *testing.T) {
 		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
 			if ev.Kind == "start" {
 				kills++
-				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(x.procs.Current(ev.Worker).Pid(), syscall.SIGKILL); err != nil {
 					t.Errorf("killing worker %d from outside: %v", ev.Worker, err)
 				}
 			}
@@ -291,7 +247,7 @@ func TestFrozenWorkerProcessIsDeclaredDead(t *testing.T) {
 		onTrace: func(ev traceEvent, _ storage.Store, x *execution) {
 			if ev.Kind == "start" && ev.Unit.Kind == kindMap && ev.Unit.Job == 1 && !frozen {
 				frozen, at = true, time.Now()
-				if err := syscall.Kill(x.procs.pool.Current(ev.Worker).Pid(), syscall.SIGSTOP); err != nil {
+				if err := syscall.Kill(x.procs.Current(ev.Worker).Pid(), syscall.SIGSTOP); err != nil {
 					t.Errorf("freezing worker %d: %v", ev.Worker, err)
 				}
 			}
@@ -327,7 +283,7 @@ func TestCoordinatorCrashKeepsWorkerProcesses(t *testing.T) {
 	if len(o.env.Faults.Fired) != 1 {
 		t.Fatal("the coordinator crash did not fire")
 	}
-	if got := len(o.x.procs.ended); got != sc.parallelism || sigkilled(o.x) != 0 {
+	if got := len(o.x.procs.Ended()); got != sc.parallelism || sigkilled(o.x) != 0 {
 		t.Fatalf("a coordinator crash: %d worker processes started (%d SIGKILLed), want the first %d kept", got, sigkilled(o.x), sc.parallelism)
 	}
 }
@@ -341,7 +297,7 @@ func TestNoWorkerProcessOutlivesItsRun(t *testing.T) {
 	o.checkOutput(t, "orphans")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		kids := childrenOf(os.Getpid())
+		kids := runtest.ChildrenOf(os.Getpid())
 		if len(kids) == 0 {
 			return
 		}

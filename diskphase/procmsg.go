@@ -13,7 +13,7 @@ import (
 // --workers process. The coordinator sends run (one unit attempt) and
 // cancel (its coordinator is gone), and answers every read and point with
 // go or fail, unless it kills the worker instead. The worker first says
-// ready (or failed, with the reason), then sends read
+// ready (or failed, with the reason: run.SendReady), then sends read
 // (records handed over, so the coordinator counts them and decides the
 // faults), point (a named crash point reached) and done (the ledger entry,
 // or the error).
@@ -25,10 +25,6 @@ const (
 	opRead   = "read"
 	opPoint  = "point"
 	opDone   = "done"
-	// ready and failed are a worker's first message: it has opened the
-	// inputs and the storage, or says why it could not.
-	opReady  = "ready"
-	opFailed = "failed"
 )
 
 type procMsg struct {

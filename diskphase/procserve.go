@@ -33,11 +33,11 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 		err = fmt.Errorf("diskphase worker %d: %w", w.ID, err)
 		// The coordinator fails the run with the reason, rather than
 		// replace a worker that cannot start.
-		_ = send(c, procMsg{Op: opFailed, Text: err.Error()})
+		_ = run.SendFailed(c, err)
 		return err
 	}
 	defer x.env.Close()
-	if err := send(c, procMsg{Op: opReady}); err != nil {
+	if err := run.SendReady(c); err != nil {
 		return nil // the coordinator is gone already
 	}
 	s := &served{x: x, c: c, id: w.ID, replies: make(chan procMsg, 1)}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,12 @@ var (
 	flagDisk      = flag.Bool("mb.disk", false, "put test storage and outputs on the default temp dir even when a RAM disk exists")
 )
 
-func TestMain(m *testing.M) { runtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testWorkerEnv) == "1" {
+		os.Exit(serveTestWorker()) // this binary, started as a worker process
+	}
+	runtest.Main(m)
+}
 
 // fastDir returns a fresh directory for storage or output, on a RAM disk
 // unless -mb.disk is set.

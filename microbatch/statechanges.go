@@ -77,8 +77,14 @@ func (g *patchGroup) batch(s *arrow.Schema) arrow.RecordBatch {
 // change hand-over: it offers one and its state is plain int64 columns.
 // The marker lesson fingerprints whole snapshots and keeps Snapshot.
 func (c *coordinator) usesChanges(op operator.Operator) bool {
+	return offersChanges(op) && c.marker() == nil
+}
+
+// offersChanges: op offers a change hand-over and its state is plain
+// int64 columns.
+func offersChanges(op operator.Operator) bool {
 	cs, ok := op.(operator.ChangeSnapshotter)
-	return ok && state.Diffable(cs.StateSchema()) && c.marker() == nil
+	return ok && state.Diffable(cs.StateSchema())
 }
 
 // initChanges prepares the worker's change bookkeeping for stages stages.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
@@ -33,84 +34,16 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 	if w == nil {
 		w = &worker{id: id, stop: make(chan struct{})}
 	}
-	w.ops = make([]operator.Operator, len(c.topo.stages))
-	w.releaseBase()
-	w.base = make([][keygroup.Count]arrow.RecordBatch, len(c.topo.stages))
-	w.usesChanges = make([]bool, len(c.topo.stages))
-	w.initChanges(len(c.topo.stages))
 	fail := func(err error) (*worker, error) {
 		if keep == nil {
 			w.teardown()
 		}
 		return nil, err
 	}
-	kgs := keygroup.RangeFor(id, c.par)
-	failEmit := operator.EmitFunc(func(b arrow.RecordBatch) error {
-		return fmt.Errorf("restored state emitted %d rows when the watermark of the restored batch was delivered again: state version and watermark disagree", b.NumRows())
-	})
-	for si, st := range c.topo.stages {
-		if st.Kind != job.OperatorStage {
-			continue
-		}
-		op, err := st.New()
-		if err != nil {
-			return fail(err)
-		}
-		w.ops[si] = op
-		octx := operator.Context{Alloc: c.alloc, Subtask: id, Parallelism: c.par, KeyGroups: keygroup.All}
-		if st.Keyed {
-			octx.KeyGroups = kgs
-		}
-		if err := w.opChain.Open(op, octx, 0); err != nil {
-			return fail(fmt.Errorf("opening stage %s subtask %d: %w", st.ID, id, err))
-		}
-		if !c.topo.stateful[si] {
-			continue
-		}
-		if a := ls[st.ID]; a != nil {
-			// Only this worker's key groups, also for an unkeyed stage.
-			if err := w.opChain.Restore(w.opChain.Len()-1, a[kgs.Start:kgs.End]); err != nil {
-				return fail(fmt.Errorf("restoring stage %s subtask %d from state version %d: %w", st.ID, id, c.stateVersion, err))
-			}
-		}
-		if c.env.Job.UsesEventTime {
-			if err := op.AdvanceWatermark(c.wm, failEmit); err != nil {
-				return fail(err)
-			}
-		}
-		if err := op.Flush(failEmit); err != nil {
-			return fail(err)
-		}
-		// The base of the next delta is the state as storage rebuilds
-		// it, in storage's row order: an edit's script addresses rows by
-		// position, and the restored operator may snapshot its rows in
-		// another order (a hash table of another size). Taking the
-		// operator's snapshot here made every edit after a restore
-		// address the wrong rows (caught by the edits' checksums, so the
-		// next restore fell back past them).
-		w.usesChanges[si] = c.usesChanges(op)
-		if a := ls[st.ID]; a != nil {
-			for kg := kgs.Start; kg < kgs.End; kg++ {
-				if b := a[kg].Batch; b != nil && w.usesChanges[si] {
-					if w.pbase[si][kg], err = newPatchGroup(b); err != nil {
-						return fail(fmt.Errorf("stage %s key group %d of state version %d: %w", st.ID, kg, c.stateVersion, err))
-					}
-				} else if b != nil {
-					b.Retain()
-					w.base[si][kg] = b
-				}
-			}
-		}
-	}
-	if c.env.Job.UsesEventTime {
-		for si, op := range w.ops {
-			if op == nil || c.topo.stateful[si] {
-				continue
-			}
-			if err := op.AdvanceWatermark(c.wm, failEmit); err != nil {
-				return fail(err)
-			}
-		}
+	spec := opsSpec{topo: c.topo, par: c.par, alloc: c.alloc, version: c.stateVersion, eventTime: c.env.Job.UsesEventTime,
+		wm: c.wm, changes: c.usesChanges}
+	if err := w.restoreOps(spec, ls); err != nil {
+		return fail(err)
 	}
 	wr, err := c.env.Sink.Writer(id, c.attempt)
 	c.attempt++
@@ -137,6 +70,101 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		w.readers = append(w.readers, pr)
 	}
 	return w, nil
+}
+
+// opsSpec is what restoring a worker's operators takes besides the state,
+// the same in the coordinator and in a worker process.
+type opsSpec struct {
+	topo  *topology
+	par   int
+	alloc memory.Allocator
+	// version is the state version restored (for the errors).
+	version   int64
+	eventTime bool
+	// wm is the restored batch's watermark, delivered again.
+	wm int64
+	// changes says whether a stage's versions come from its operator's
+	// change hand-over (statechanges.go).
+	changes func(operator.Operator) bool
+}
+
+// restoreOps builds worker w's operators, its key groups restored from ls
+// (nil entries: empty), and the base of its next state version.
+func (w *worker) restoreOps(s opsSpec, ls loadedState) error {
+	w.ops = make([]operator.Operator, len(s.topo.stages))
+	w.releaseBase()
+	w.base = make([][keygroup.Count]arrow.RecordBatch, len(s.topo.stages))
+	w.usesChanges = make([]bool, len(s.topo.stages))
+	w.initChanges(len(s.topo.stages))
+	kgs := keygroup.RangeFor(w.id, s.par)
+	failEmit := operator.EmitFunc(func(b arrow.RecordBatch) error {
+		return fmt.Errorf("restored state emitted %d rows when the watermark of the restored batch was delivered again: state version and watermark disagree", b.NumRows())
+	})
+	for si, st := range s.topo.stages {
+		if st.Kind != job.OperatorStage {
+			continue
+		}
+		op, err := st.New()
+		if err != nil {
+			return err
+		}
+		w.ops[si] = op
+		octx := operator.Context{Alloc: s.alloc, Subtask: w.id, Parallelism: s.par, KeyGroups: keygroup.All}
+		if st.Keyed {
+			octx.KeyGroups = kgs
+		}
+		if err := w.opChain.Open(op, octx, 0); err != nil {
+			return fmt.Errorf("opening stage %s subtask %d: %w", st.ID, w.id, err)
+		}
+		if !s.topo.stateful[si] {
+			continue
+		}
+		if a := ls[st.ID]; a != nil {
+			// Only this worker's key groups, also for an unkeyed stage.
+			if err := w.opChain.Restore(w.opChain.Len()-1, a[kgs.Start:kgs.End]); err != nil {
+				return fmt.Errorf("restoring stage %s subtask %d from state version %d: %w", st.ID, w.id, s.version, err)
+			}
+		}
+		if s.eventTime {
+			if err := op.AdvanceWatermark(s.wm, failEmit); err != nil {
+				return err
+			}
+		}
+		if err := op.Flush(failEmit); err != nil {
+			return err
+		}
+		// The base of the next delta is the state as storage rebuilds
+		// it, in storage's row order: an edit's script addresses rows by
+		// position, and the restored operator may snapshot its rows in
+		// another order (a hash table of another size). Taking the
+		// operator's snapshot here made every edit after a restore
+		// address the wrong rows (caught by the edits' checksums, so the
+		// next restore fell back past them).
+		w.usesChanges[si] = s.changes(op)
+		if a := ls[st.ID]; a != nil {
+			for kg := kgs.Start; kg < kgs.End; kg++ {
+				if b := a[kg].Batch; b != nil && w.usesChanges[si] {
+					if w.pbase[si][kg], err = newPatchGroup(b); err != nil {
+						return fmt.Errorf("stage %s key group %d of state version %d: %w", st.ID, kg, s.version, err)
+					}
+				} else if b != nil {
+					b.Retain()
+					w.base[si][kg] = b
+				}
+			}
+		}
+	}
+	if s.eventTime {
+		for si, op := range w.ops {
+			if op == nil || s.topo.stateful[si] {
+				continue
+			}
+			if err := op.AdvanceWatermark(s.wm, failEmit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startReaders starts the read-ahead goroutines of a new worker, once it

@@ -1,0 +1,69 @@
+package runtest
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rewind-engine/rewind/dataflow/run"
+)
+
+// Alive says whether process pid exists and is not a zombie (/proc).
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// ChildrenOf lists the live processes whose parent is pid, from /proc.
+func ChildrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// CheckNoOrphans fails t unless every worker process a run started
+// (run.Fleet.Ended) is gone and none ended by itself with an error (a
+// worker's leak check among them). It returns how many a SIGKILL ended.
+func CheckNoOrphans(t testing.TB, ended []run.ProcEnd) (sigkilled int) {
+	t.Helper()
+	if len(ended) == 0 {
+		t.Fatal("the run's worker processes were never started, or never closed")
+	}
+	for _, e := range ended {
+		if Alive(e.Pid) {
+			t.Errorf("worker %d (pid %d) outlived its run", e.ID, e.Pid)
+		}
+		if e.Signal == syscall.SIGKILL {
+			sigkilled++
+		}
+		if e.Signal == 0 && e.Err != nil {
+			t.Errorf("worker %d (pid %d) ended badly: %v", e.ID, e.Pid, e.Err)
+		}
+	}
+	return sigkilled
+}

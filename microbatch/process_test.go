@@ -1,0 +1,269 @@
+package microbatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
+	"github.com/rewind-engine/rewind/dataflow/wire"
+)
+
+// testWorkerEnv makes this test binary serve as a microbatch worker
+// process (TestMain).
+const testWorkerEnv = "REWIND_MICROBATCH_TEST_WORKER"
+
+func testWorkerCommand() *run.WorkerCommand {
+	return &run.WorkerCommand{Binary: os.Args[0], Env: []string{testWorkerEnv + "=1"},
+		Args: func(addr string, id int) []string { return []string{addr, strconv.Itoa(id)} }}
+}
+
+// serveTestWorker is the worker process's main; its allocator is checked
+// (a leak exits 3, which the fleet's Ended shows as an error).
+func serveTestWorker() int {
+	id, err := strconv.Atoi(os.Args[2])
+	if err != nil {
+		return 2
+	}
+	ctx := context.Background()
+	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	err = Executor{}.ServeWorker(ctx, c, wel.Config, run.WorkerEnv{ID: id, Alloc: alloc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_ = c.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if left := alloc.CurrentAlloc(); left != 0 {
+		fmt.Fprintf(os.Stderr, "worker %d: %d bytes of Arrow memory outstanding at exit\n", id, left)
+		return 3
+	}
+	return 0
+}
+
+// preparedEnv is a prepared run of sc, closed (and its allocator checked)
+// when the test ends.
+func preparedEnv(t *testing.T, sc *scenario) (*run.Env, *options) {
+	t.Helper()
+	cfg := sc.config(t)
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	env, err := run.Prepare(context.Background(), cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Errorf("closing env: %v", err)
+		}
+		alloc.AssertSize(t, 0)
+	})
+	env.WorkerCommand = testWorkerCommand()
+	opts, err := Options{}.resolve(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, opts
+}
+
+// TestWorkerProcessesStartFromTheirWelcomeAlone: each worker process of a
+// microbatch run joins, opens the inputs and storage its Welcome names,
+// finds the coordinator's partitions and owners, and says ready; asked for
+// a batch task it says it does not run one yet (the reason the trait is
+// unset); a kill and a replacement are measured; none outlives the fleet.
+func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
+	for _, jobName := range []string{"keyed-count", "join"} {
+		t.Run(jobName, func(t *testing.T) {
+			env, opts := preparedEnv(t, &scenario{job: jobName, inputs: defaultInputs(jobName, 2000, 1), parallelism: 2})
+			f, err := startWorkerProcesses(context.Background(), env, opts, "r1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			defer func() {
+				if !closed {
+					f.Close()
+				}
+			}()
+			for id := range 2 {
+				s := f.Slot(id)
+				if s == nil || s.Acquire <= 0 {
+					t.Fatalf("worker %d: not ready, or its acquire unmeasured", id)
+				}
+				if err := s.Conn.SendControl([]byte(`{"op":"run"}`)); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				b, err := s.Conn.Control(ctx)
+				cancel()
+				var m map[string]string
+				if err != nil || json.Unmarshal(b, &m) != nil || m["op"] != "error" || !strings.Contains(m["text"], "do not run batch tasks yet") {
+					t.Fatalf("worker %d answered a batch task with %s (%v), want a refusal", id, b, err)
+				}
+			}
+			if _, _, err := f.Kill(1); err != nil {
+				t.Fatal(err)
+			}
+			if acq, err := f.Replace(context.Background(), 1); err != nil || acq <= 0 {
+				t.Fatalf("replacement: acquire %v, %v", acq, err)
+			}
+			f.Close()
+			closed = true
+			if kills := runtest.CheckNoOrphans(t, f.Ended()); kills != 1 || len(f.Ended()) != 3 {
+				t.Fatalf("%d of %d processes SIGKILLed, want 1 of 3", kills, len(f.Ended()))
+			}
+		})
+	}
+}
+
+// TestWorkerProcessWithOtherPartitionsRefusesToStart: a worker whose
+// inputs split otherwise than its coordinator's says why, and the start
+// fails with it, rather than read other offsets than the planned ones.
+func TestWorkerProcessWithOtherPartitionsRefusesToStart(t *testing.T) {
+	env, opts := preparedEnv(t, &scenario{job: "keyed-count", inputs: defaultInputs("keyed-count", 200, 1), parallelism: 2})
+	topo, err := newTopology(env.Job, env.Sources, opts.parallelism)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := partitionNames(topo)
+	cfg, err := json.Marshal(procConfig{Job: env.Config.Job, Params: env.Config.Params, Inputs: env.Config.Inputs, Seed: env.Config.Seed,
+		Storage: env.Store.URL(), RunID: "r1", Parallelism: 2, Partitions: names[:len(names)-1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := run.StartFleet(context.Background(), run.FleetConfig{Executor: "microbatch", Config: cfg, N: 2, Command: testWorkerCommand(), Alloc: env.Alloc})
+	if err == nil {
+		f.Close()
+		t.Fatal("a worker with other partitions than its coordinator's started")
+	}
+	if !strings.Contains(err.Error(), "could not start") || !strings.Contains(err.Error(), "the inputs split into") {
+		t.Fatalf("error %q does not say the partitions differ", err)
+	}
+	if kids := runtest.ChildrenOf(os.Getpid()); len(kids) != 0 {
+		time.Sleep(time.Second) // the other worker is being closed
+		if kids = runtest.ChildrenOf(os.Getpid()); len(kids) != 0 {
+			t.Fatalf("processes left after a failed start: %v", kids)
+		}
+	}
+}
+
+// TestReplacementWorkerProcessRestoresTheCommittedState: after a run, the
+// worker processes of a fresh fleet rebuild their operators from the last
+// committed state version in durable storage, each its own key groups,
+// and hold exactly the rows storage has for those groups; a SIGKILLed
+// worker's replacement does the same from storage alone.
+func TestReplacementWorkerProcessRestoresTheCommittedState(t *testing.T) {
+	ctx := context.Background()
+	store := "file://" + fastDir(t)
+	sc := &scenario{job: "keyed-count", inputs: defaultInputs("keyed-count", 3000, 1), parallelism: 2, storage: store,
+		opts: Options{RunID: "restore1"}}
+	if o := sc.execute(t); o.err != nil {
+		t.Fatal(o.err)
+	}
+	env, opts := preparedEnv(t, &scenario{job: "keyed-count", inputs: sc.inputs, parallelism: 2, storage: store})
+	c, err := newCoordinator(env, opts, "restore1", 0, newMetrics(nil, RecoveryRerunBatch, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	l, err := c.list(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := PlanRestart(l)
+	if err != nil || rp.LastCommitted < 0 {
+		t.Fatalf("no committed batch to restore (%v)", err)
+	}
+	ce, err := c.readCommit(ctx, rp.LastCommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oe, err := c.readOffsets(ctx, rp.LastCommitted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, _, _, err := c.readManifest(ctx, ce.StateVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := loadState(ctx, c.store, c.prefix, idx, func(string, int) bool { return true }, env.Alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int64, 2)
+	for _, a := range ls {
+		for kg, g := range a {
+			if g.Batch != nil {
+				want[keygroup.Owner(kg, 2)] += g.Batch.NumRows()
+			}
+		}
+	}
+	ls.release()
+	if want[0] == 0 || want[1] == 0 {
+		t.Fatalf("state version %d holds %v rows per worker: nothing to restore", ce.StateVersion, want)
+	}
+
+	f, err := startWorkerProcesses(ctx, env, opts, "restore1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			f.Close()
+		}
+	}()
+	restore := func(id int) {
+		t.Helper()
+		s := f.Slot(id)
+		if err := sendMsg(s.Conn, procMsg{Op: opRestore, Version: ce.StateVersion, Index: idx, Watermark: oe.Watermark}); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		b, err := s.Conn.Control(rctx)
+		if err != nil {
+			t.Fatalf("worker %d: %v", id, err)
+		}
+		var m procMsg
+		if err := json.Unmarshal(b, &m); err != nil || m.Op != opRestored {
+			t.Fatalf("worker %d answered the restore with %s", id, b)
+		}
+		var got int64
+		for _, n := range m.Rows {
+			got += n
+		}
+		if got != want[id] {
+			t.Fatalf("worker %d (pid %d) restored %d rows of state (%v), storage holds %d for its key groups", id, s.Proc.Pid(), got, m.Rows, want[id])
+		}
+	}
+	restore(0)
+	restore(1)
+	if _, _, err := f.Kill(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Replace(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	restore(1)
+	restore(0) // again, over the operators it holds
+	f.Close()
+	closed = true
+	if kills := runtest.CheckNoOrphans(t, f.Ended()); kills != 1 {
+		t.Fatalf("%d processes SIGKILLed, want 1", kills)
+	}
+}

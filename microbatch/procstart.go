@@ -1,0 +1,188 @@
+package microbatch
+
+// This file is the start of microbatch's workers as processes (issue #17,
+// --workers process): the configuration a worker process takes from its
+// coordinator's Welcome, and the worker's start-up up to "ready" (inputs
+// and durable storage open, the same topology and partition ownership as
+// its coordinator's), which ends the measured acquire of a replacement.
+// A worker restores its operators from a committed state version when
+// asked (procrestore.go). Running a batch's tasks in it is not built yet, so
+// Traits.ProcessWorkers stays false and `--workers process` is refused;
+// docs/workers.md says what is left.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/storage"
+	"github.com/rewind-engine/rewind/dataflow/wire"
+)
+
+// procConfig is a microbatch worker process's whole configuration, in the
+// Welcome: what it needs to read its partitions and to restore and write
+// its state versions against the same inputs and durable storage.
+type procConfig struct {
+	Job                string            `json:"job"`
+	Params             job.Params        `json:"params"`
+	Inputs             map[string]string `json:"inputs"`
+	Seed               int64             `json:"seed"`
+	Storage            string            `json:"storage"`
+	S3Endpoint         string            `json:"s3_endpoint,omitempty"`
+	StorageTimeout     time.Duration     `json:"storage_timeout"`
+	StorageOutageLimit time.Duration     `json:"storage_outage_limit"`
+	RunID              string            `json:"run_id"`
+	Parallelism        int               `json:"parallelism"`
+	ReadBatchRows      int               `json:"read_batch_rows"`
+	// Partitions are the coordinator's partitions in global order, each
+	// with its owner: a worker whose inputs split otherwise refuses to
+	// start, rather than read other offsets than the ones planned.
+	Partitions []string `json:"partitions"`
+}
+
+// partitionNames names t's partitions in global order with their owners.
+func partitionNames(t *topology) []string {
+	out := make([]string, len(t.parts))
+	for i, p := range t.parts {
+		out[i] = p.input + "/" + p.name + "@" + strconv.Itoa(p.owner)
+	}
+	return out
+}
+
+// startWorkerProcesses starts the run's worker processes, one per worker,
+// each given the configuration of this run.
+func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runID string) (*run.Fleet, error) {
+	inputs, err := run.ProcessInputs(env.Config.Inputs, env.Sources)
+	if err != nil {
+		return nil, err
+	}
+	topo, err := newTopology(env.Job, env.Sources, opts.parallelism)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := json.Marshal(procConfig{Job: env.Config.Job, Params: env.Config.Params, Inputs: inputs,
+		Seed: env.Config.Seed, Storage: env.Store.URL(), S3Endpoint: env.Config.S3Endpoint,
+		StorageTimeout: env.Config.StorageTimeout, StorageOutageLimit: env.Config.StorageOutageLimit,
+		RunID: runID, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows, Partitions: partitionNames(topo)})
+	if err != nil {
+		return nil, err
+	}
+	logf := func(format string, args ...any) {
+		if env.Log != nil {
+			env.Log.Info(fmt.Sprintf(format, args...))
+		}
+	}
+	return run.StartFleet(ctx, run.FleetConfig{Executor: Executor{}.Name(), Config: cfg, N: opts.parallelism,
+		Command: env.WorkerCommand, Alloc: env.Alloc, Log: logf, HeartbeatTimeout: WorkerHeartbeatTimeout})
+}
+
+// WorkerHeartbeatTimeout declares a worker process that sent nothing for
+// this long dead (a frozen process), as diskphase's does.
+var WorkerHeartbeatTimeout = 5 * time.Second
+
+// procWorker is what a worker process holds besides its operators: its
+// configuration, inputs, durable storage and topology.
+type procWorker struct {
+	cfg   procConfig
+	id    int
+	env   *run.Env
+	topo  *topology
+	store storage.Store
+	// w holds the operators and their state, once restored: memory that
+	// dies with this process.
+	w *worker
+}
+
+// ServeWorker implements run.ProcessWorker: a microbatch worker process.
+// It opens what its configuration names and says ready (or failed, with
+// the reason), then restores its operators' key groups from a state
+// version when asked; batch tasks are not served yet, and such a request
+// is answered with an error saying so. It returns when the connection
+// closes.
+func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMessage, w run.WorkerEnv) error {
+	var cfg procConfig
+	if err := json.Unmarshal(config, &cfg); err != nil {
+		return fmt.Errorf("microbatch worker: the configuration is not one: %w", err)
+	}
+	pw, err := startWorkerSide(ctx, cfg, w)
+	if err != nil {
+		err = fmt.Errorf("microbatch worker %d: %w", w.ID, err)
+		_ = run.SendFailed(c, err)
+		return err
+	}
+	defer pw.env.Close()
+	defer pw.drop()
+	if err := run.SendReady(c); err != nil {
+		return nil // the coordinator is gone already
+	}
+	for {
+		b, err := c.Control(ctx)
+		if err != nil {
+			return nil // the run is over, or the coordinator is gone
+		}
+		var m procMsg
+		var reply procMsg
+		switch err := json.Unmarshal(b, &m); {
+		case err != nil:
+			reply = procMsg{Op: opError, Text: fmt.Sprintf("microbatch worker %d: a control message that is not one: %v", w.ID, err)}
+		case m.Op == opRestore:
+			reply = pw.restore(ctx, m)
+		default:
+			reply = procMsg{Op: opError, Text: fmt.Sprintf("microbatch worker %d: %q: worker processes do not run batch tasks yet", w.ID, m.Op)}
+		}
+		if err := sendMsg(c, reply); err != nil {
+			return nil
+		}
+	}
+}
+
+// startWorkerSide opens a worker process's inputs and storage and builds
+// its topology, from the configuration alone.
+func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*procWorker, error) {
+	j, err := job.Build(cfg.Job, cfg.Params)
+	if err != nil {
+		return nil, err
+	}
+	if w.Log == nil {
+		w.Log = slog.New(slog.DiscardHandler)
+	}
+	env := &run.Env{Config: run.Config{Job: cfg.Job, Params: cfg.Params, Inputs: cfg.Inputs, Storage: cfg.Storage,
+		S3Endpoint: cfg.S3Endpoint, StorageTimeout: cfg.StorageTimeout, StorageOutageLimit: cfg.StorageOutageLimit,
+		Parallelism: cfg.Parallelism, Seed: cfg.Seed, RunID: cfg.RunID, Workers: run.WorkersProcess},
+		Job: j, Sources: map[string]source.Source{}, Alloc: w.Alloc, Log: w.Log}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = env.Close()
+		}
+	}()
+	for n, spec := range cfg.Inputs {
+		src, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
+		if err != nil {
+			return nil, run.InputError{Input: n, Spec: spec, Err: err}
+		}
+		env.Sources[n] = src
+	}
+	if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
+		return nil, err
+	}
+	if cfg.Parallelism < 1 || w.ID >= cfg.Parallelism {
+		return nil, fmt.Errorf("worker %d of a run with parallelism %d", w.ID, cfg.Parallelism)
+	}
+	topo, err := newTopology(j, env.Sources, cfg.Parallelism)
+	if err != nil {
+		return nil, err
+	}
+	if names := partitionNames(topo); !slices.Equal(names, cfg.Partitions) {
+		return nil, fmt.Errorf("the inputs split into %v here, into %v at the coordinator", names, cfg.Partitions)
+	}
+	ok = true
+	return &procWorker{cfg: cfg, id: w.ID, env: env, topo: topo, store: env.PatientStore().Store()}, nil
+}
