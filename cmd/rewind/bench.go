@@ -53,7 +53,11 @@ within one cadence, the same for every contestant, so the repeats sample
 the whole cycle (the seed is --seed; the progress shows the command that
 replays the benchmark). Detection and replacement are modelled delays
 (--detect-delay, --acquire-delay), identical for every contestant and
-labelled modelled in the bill.
+labelled modelled in the bill. With --workers process they are measured
+instead: each contestant that can runs its workers as processes of this
+binary (the others are left out, with a note, unless --executors names
+them, which is refused), a kill is a SIGKILL, and the bill labels detect
+and acquire measured.
 
 Steady-state figures (throughput, latency p50/p99/max, median checkpoint
 duration) come from the window between the end of --warmup and the fault;
