@@ -42,7 +42,8 @@ func always(get func(*Figures) float64) func(*Figures) (float64, bool) {
 	return func(f *Figures) (float64, bool) { return get(f), true }
 }
 
-// Metrics are every figure of Figures except Modelled, in its order.
+// Metrics are every figure of Figures except Modelled and Measured, in
+// its order.
 var Metrics = []Metric{
 	{"throughput_rps", "throughput", "rec/s", ptrF(func(f *Figures) *float64 { return f.ThroughputRPS })},
 	{"latency_p50_ms", "p50", "ms", ptrF(func(f *Figures) *float64 { return f.LatencyP50Ms })},
@@ -124,6 +125,17 @@ func (g *Group) Stat(key string) Stat { return g.stats[key] }
 func (g *Group) Modelled(part string) bool {
 	for _, r := range g.Runs {
 		if slices.Contains(r.Figures.Modelled, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// Measured says whether any run measured the bill part (detect,
+// acquire) on a worker process.
+func (g *Group) Measured(part string) bool {
+	for _, r := range g.Runs {
+		if slices.Contains(r.Figures.Measured, part) {
 			return true
 		}
 	}

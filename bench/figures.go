@@ -91,6 +91,29 @@ func bill(f *Figures, s *report.Summary) {
 	f.WallMs = s.WallMs
 }
 
+// measuredParts are the bill's parts (detect, acquire) that s's
+// recoveries measured rather than modelled: every recovery has the part
+// and none names it modelled.
+func measuredParts(s *report.Summary) []string {
+	out := []string{}
+	for _, part := range []string{report.ModelledDetect, report.ModelledAcquire} {
+		measured := len(s.Recoveries) > 0
+		for _, r := range s.Recoveries {
+			v := r.DetectMs
+			if part == report.ModelledAcquire {
+				v = r.AcquireMs
+			}
+			if v == nil || slices.Contains(r.Modelled, part) {
+				measured = false
+			}
+		}
+		if measured {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
 // cycleSpan is the span of whole buckets from the bucket of the first
 // completed recovery point in w to the bucket of the last one; ok is
 // false with fewer than two.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,6 +71,9 @@ type Plan struct {
 	Log       *slog.Logger
 	// Progress receives a human line per run.
 	Progress io.Writer
+	// WorkerCommand starts a worker process for a contestant run with
+	// Config.Workers process (run.Env.WorkerCommand).
+	WorkerCommand *run.WorkerCommand
 }
 
 // Run runs every contestant Repeat times at every point, interleaved
@@ -171,7 +175,8 @@ func (p Plan) scenario(specs []fault.Spec) Scenario {
 	s := Scenario{Job: p.Config.Job, Inputs: p.inputs(p.Rate, p.Config.Parallelism), SinkMode: string(p.Config.SinkMode),
 		Parallelism: p.Config.Parallelism, DurationMs: msOf(p.Duration), WarmupMs: msOf(p.Warmup), Rate: p.Rate,
 		CadenceMs: msOf(p.Cadence), Fault: specsText(specs), DetectDelayMs: msOf(p.Config.DetectDelay),
-		AcquireDelayMs: msOf(p.Config.AcquireDelay), Repeat: p.Repeat, Seed: p.Seed, Sweep: p.Sweep}
+		AcquireDelayMs: msOf(p.Config.AcquireDelay), Repeat: p.Repeat, Seed: p.Seed, Sweep: p.Sweep,
+		Workers: string(cmp.Or(p.Config.Workers, run.WorkersInproc))}
 	if at := firstAt(specs); at != nil {
 		s.FaultAtMs, s.JitterMs = msOf(*at), msOf(p.Cadence)
 	}
@@ -304,6 +309,9 @@ func (b *bencher) figures(rr *RunResult, s *report.Summary, rate float64, c Cont
 		rr.SteadyState = rr.PointsBeforeFault >= 2
 	}
 	bill(&rr.Figures, s)
+	if b.Config.Workers == run.WorkersProcess {
+		rr.Figures.Measured = measuredParts(s)
+	}
 	if capacity := b.Capacity[c.Name()]; capacity > 0 && rr.SweepPoint != "" {
 		rr.Figures.PredictedCatchUp(rate, capacity)
 	}
@@ -352,6 +360,8 @@ func (b *bencher) reference(ctx context.Context, cfg run.Config) (*sink.Table, e
 		return nil, err
 	}
 	cfg.Executor, cfg.Options, cfg.Fails, cfg.Inputs = exec.Name(), nil, nil, ins
+	// The reference has no workers to put in processes.
+	cfg.Workers = run.WorkersInproc
 	// The output does not depend on how fast the sink takes it.
 	cfg.SinkRowsPerSecond = 0
 	cfg.Output = filepath.Join(b.Scratch, fmt.Sprintf("reference-%d", len(b.refs)))
@@ -408,6 +418,7 @@ func (p Plan) runOnce(ctx context.Context, cfg run.Config, withStore bool) (*rep
 		return nil, nil, err
 	}
 	defer env.Close()
+	env.WorkerCommand = p.WorkerCommand
 	s, err := run.Execute(ctx, exec, env)
 	if err != nil {
 		return nil, nil, err

@@ -60,7 +60,10 @@ type Scenario struct {
 	FaultAtMs float64 `json:"fault_at_ms"`
 	// JitterMs bounds the seeded offset added to the fault moment of each
 	// repeat (one cadence), so repeats sample the whole cycle.
-	JitterMs       float64 `json:"jitter_ms"`
+	JitterMs float64 `json:"jitter_ms"`
+	// Workers is where every contestant's workers ran (--workers):
+	// inproc (simulated, detect and acquire modelled) or process.
+	Workers        string  `json:"workers"`
 	DetectDelayMs  float64 `json:"detect_delay_ms"`
 	AcquireDelayMs float64 `json:"acquire_delay_ms"`
 	Repeat         int     `json:"repeat"`
@@ -151,6 +154,11 @@ type Figures struct {
 	PredictedCatchUpMs *float64 `json:"predicted_catch_up_ms"`
 	// Modelled names the bill's parts that are modelled delays.
 	Modelled []string `json:"modelled"`
+	// Measured names the bill's parts (detect, acquire) measured on a
+	// worker process that was SIGKILLed and replaced (--workers process):
+	// detect from the kill to the broken connection, acquire from the
+	// replacement's start to its ready. Inproc runs have none.
+	Measured []string `json:"measured"`
 
 	DuplicateRows   int64   `json:"duplicate_rows"`
 	ConflictingRows int64   `json:"conflicting_rows"`

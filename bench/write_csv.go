@@ -20,7 +20,7 @@ func resultsHeader() []string {
 	for _, m := range Metrics {
 		h = append(h, m.Key)
 	}
-	return append(h, "modelled")
+	return append(h, "modelled", "measured")
 }
 
 func (r *Results) writeResultsCSV(path string) error {
@@ -41,7 +41,7 @@ func (r *Results) writeResultsCSV(path string) error {
 					row = append(row, "")
 				}
 			}
-			row = append(row, strings.Join(run.Figures.Modelled, ";"))
+			row = append(row, strings.Join(run.Figures.Modelled, ";"), strings.Join(run.Figures.Measured, ";"))
 			if err := w.Write(row); err != nil {
 				return err
 			}

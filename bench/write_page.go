@@ -27,7 +27,7 @@ func (r *Results) writePage(path string, groups []*Group, figs []plotOut) error 
 		statTable(fmt.Sprintf("Steady state, after the warm-up and before the fault: median (min–max) of %s", repeatsWord(groups)),
 			groups, "throughput (rec/s)", "throughput_rps", "p50 (ms)", "latency_p50_ms", "p99 (ms)", "latency_p99_ms",
 			"max (ms)", "latency_max_ms", "recovery point (ms)", "checkpoint_ms"),
-		statTable("Recovery bill, ms: median (min–max); detect and acquire are modelled where marked", groups,
+		statTable("Recovery bill, ms: median (min–max); detect and acquire are modelled or measured (on worker processes) where marked", groups,
 			r.modelledTitle(groups, "detect"), "detect_ms", r.modelledTitle(groups, "acquire"), "acquire_ms",
 			"restore", "restore_ms", "reprocess", "reprocess_ms", "catch-up", "catch_up_ms", "recovered", "recovered_ms",
 			"predicted catch-up", "predicted_catch_up_ms"),
@@ -90,8 +90,17 @@ func repeatsWord(groups []*Group) string {
 }
 
 func (r *Results) modelledTitle(groups []*Group, part string) string {
-	if anyModelled(groups, part) {
+	measured := false
+	for _, g := range groups {
+		measured = measured || g.Measured(part)
+	}
+	switch {
+	case anyModelled(groups, part) && measured:
+		return part + " (modelled, measured)"
+	case anyModelled(groups, part):
 		return part + " (modelled)"
+	case measured:
+		return part + " (measured)"
 	}
 	return part
 }
@@ -178,6 +187,7 @@ func (r *Results) scenarioSection() page.Section {
 		{Key: "live input", Value: fmt.Sprintf("%s at %s records/s", seconds(s.DurationMs), num(s.Rate))},
 		{Key: "warm-up (excluded)", Value: seconds(s.WarmupMs)},
 		{Key: "recovery interval", Value: seconds(s.CadenceMs) + " (checkpoint interval, trigger, finite-job interval)"},
+		{Key: "workers", Value: cmp.Or(s.Workers, "inproc")},
 	}
 	if s.Fault != "" {
 		rows = append(rows,

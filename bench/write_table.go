@@ -45,19 +45,17 @@ func (r *Results) WriteTable(w io.Writer) error {
 		{"rec/s", "throughput_rps"}, {"p50 ms", "latency_p50_ms"}, {"p99 ms", "latency_p99_ms"},
 		{"max ms", "latency_max_ms"}, {"point ms", "checkpoint_ms"},
 	})
-	detect, acquire := "detect", "acquire"
-	if anyModelled(groups, "detect") {
-		detect += "*"
-	}
-	if anyModelled(groups, "acquire") {
-		acquire += "*"
-	}
+	detect, acquire := billTitle(groups, "detect"), billTitle(groups, "acquire")
 	writeStatTable(&b, "Recovery bill, ms: fault → recovered (median; min–max below)", groups, []column{
 		{detect, "detect_ms"}, {acquire, "acquire_ms"}, {"restore", "restore_ms"}, {"reprocess", "reprocess_ms"},
 		{"catch-up", "catch_up_ms"}, {"recovered", "recovered_ms"},
 	})
-	if strings.HasSuffix(detect, "*") || strings.HasSuffix(acquire, "*") {
+	if strings.Contains(detect, "*") || strings.Contains(acquire, "*") {
 		b.WriteString("* modelled: a configured delay, the same for every contestant, not measured.\n")
+	}
+	if strings.Contains(detect, "+") || strings.Contains(acquire, "+") {
+		b.WriteString("+ measured on worker processes (--workers process): detect from the SIGKILL to the broken\n" +
+			"  connection, acquire from the replacement's start to its ready.\n")
 	}
 	b.WriteString("Reprocess (re-reading old input) is within catch-up. Recovered is fault → caught up.\n")
 	writeStatTable(&b, "Re-read and sink (median; min–max below)", groups, []column{
@@ -113,6 +111,21 @@ func (r *Results) scenarioLine() string {
 		line += fmt.Sprintf("; sweep %s = %s (rows: contestant @point)", s.Sweep, strings.Join(s.SweepPoints, ", "))
 	}
 	return line + "."
+}
+
+// billTitle is part's column title, marked * where a run modelled it and
+// + where a run measured it on a worker process.
+func billTitle(groups []*Group, part string) string {
+	title := part
+	if anyModelled(groups, part) {
+		title += "*"
+	}
+	for _, g := range groups {
+		if g.Measured(part) {
+			return title + "+"
+		}
+	}
+	return title
 }
 
 func anyModelled(groups []*Group, part string) bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rewind-engine/rewind/bench"
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 type benchFlags struct {
@@ -52,7 +53,11 @@ within one cadence, the same for every contestant, so the repeats sample
 the whole cycle (the seed is --seed; the progress shows the command that
 replays the benchmark). Detection and replacement are modelled delays
 (--detect-delay, --acquire-delay), identical for every contestant and
-labelled modelled in the bill.
+labelled modelled in the bill. With --workers process they are measured
+instead: each contestant that can runs its workers as processes of this
+binary (the others are left out, with a note, unless --executors names
+them, which is refused), a kill is a SIGKILL, and the bill labels detect
+and acquire measured.
 
 Steady-state figures (throughput, latency p50/p99/max, median checkpoint
 duration) come from the window between the end of --warmup and the fault;
@@ -120,9 +125,25 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := f.workerSettings(fl, &cfg); err != nil {
+		return err
+	}
+	if cfg.Workers == run.WorkersProcess {
+		// A worker process's death is detected and its replacement
+		// started for real: model neither unless asked to.
+		if !fl.Changed("detect-delay") {
+			cfg.DetectDelay = 0
+		}
+		if !fl.Changed("acquire-delay") {
+			cfg.AcquireDelay = 0
+		}
+	}
 	contestants, err := bench.ParseContestants(f.contestants, registry)
 	if err != nil {
 		return usageError{err}
+	}
+	if contestants, err = processContestants(cfg, contestants, fl.Changed("executors"), stderr); err != nil {
+		return err
 	}
 	var names []string
 	for _, c := range contestants {
@@ -201,6 +222,7 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 		Progress: stderr,
 		Sweep:    sw.name, Points: sw.points,
+		WorkerCommand: workerCommand(cfg),
 	}
 	if sw.name == bench.SweepLoad {
 		if plan.Calibration, err = calibrate(cmd.Context(), plan, contestants); err != nil {
@@ -261,4 +283,35 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// processContestants are the contestants that can run with cfg's
+// --workers. With process, a contestant whose executor's workers cannot be
+// processes is refused when the user listed it, and left out with a note
+// when it came from the default list (so `rewind bench --workers process`
+// runs what can run). In process mode the bill's detect and acquire are
+// measured, so the modelled delays are off unless given.
+func processContestants(cfg run.Config, cs []bench.Contestant, listed bool, stderr io.Writer) ([]bench.Contestant, error) {
+	if cfg.Workers != run.WorkersProcess {
+		return cs, nil
+	}
+	var keep []bench.Contestant
+	var left []string
+	for _, c := range cs {
+		if executors[c.Executor].Traits().ProcessWorkers {
+			keep = append(keep, c)
+			continue
+		}
+		if listed {
+			return nil, usagef("invalid --workers process: contestant %s runs its workers inside this process only; leave it out of --executors or use --workers inproc", c.Name())
+		}
+		left = append(left, c.Name())
+	}
+	if len(keep) == 0 {
+		return nil, usagef("invalid --workers process: no contestant runs its workers as processes")
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(stderr, "bench: --workers process: left out %s (their workers run inside this process only)\n", strings.Join(left, ", "))
+	}
+	return keep, nil
 }

@@ -58,6 +58,8 @@ type runFlags struct {
 	series                       string
 	memoryLimit                  string
 	workers                      string
+	heartbeatInterval            time.Duration
+	heartbeatTimeout             time.Duration
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -97,7 +99,6 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
 	fl.StringVar(&f.series, "series", "", "write the run over time (per-bucket counts and latency, recovery points with their durations, crash phases) as JSON to `FILE`")
 	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
-	fl.StringVar(&f.workers, "workers", string(run.WorkersInproc), "where workers run: inproc (simulated in this process), process (each a process of this binary; a kill is a SIGKILL)")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT (such as 256MiB): the collector works harder near it; the run goes on past it if its state needs more (default: GOMEMLIMIT, or none)")
 	f.addJobFlags(fl)
 	return cmd
@@ -134,6 +135,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.joinWindow, "join-window", 10*time.Second, "join: max |orders.ts - payments.ts|")
 	fl.DurationVar(&f.disorder, "max-disorder", 0, "how far event time may go backwards within a partition")
 	fl.Int64Var(&f.seed, "seed", 1, "seed for generated inputs and random fault schedules")
+	addWorkerFlags(fl, f)
 }
 
 func millis(d time.Duration) int64 { return d.Milliseconds() }
@@ -317,6 +319,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := f.workerSettings(cmd.Flags(), &cfg); err != nil {
+		return err
+	}
 	if cfg.Workers, err = f.workerMode(exec); err != nil {
 		return err
 	}
@@ -363,7 +368,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	defer env.Close()
 	env.Faults.KillProcess = killProcess
-	env.WorkerCommand = &run.WorkerCommand{Args: run.WorkerArgs}
+	env.WorkerCommand = workerCommand(cfg)
 	switch {
 	case cfg.Resumed:
 		if err := checkResumedStorage(ctx, exec, env, rec, stderr); err != nil {

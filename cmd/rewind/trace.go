@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/job"
@@ -72,6 +73,9 @@ events as a timeline, with per-task checkpoint timings).`,
 				if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
 					return usagef("invalid --out %s: no directory %s to write it in", out, filepath.Dir(out))
 				}
+			}
+			if err := f.traceWorkers(cmd.Flags()); err != nil {
+				return err
 			}
 			to := traceOutput{format: format, path: out}
 			if teach != "" {
@@ -212,4 +216,23 @@ func sortedSpecs(in map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// traceWorkers refuses --workers process (and so the heartbeat flags):
+// the diagram is drawn from events recorded in this process as they
+// happen, and a worker process's events reach it late (a kill is seen
+// once the connection breaks, and recorded once the replacement has
+// joined) or not at all (what runs inside the worker, a lesson's mistake
+// among it). A picture drawn from them would put the crash in the wrong
+// place; rewind run and rewind bench with --workers process measure the
+// real kill instead.
+func (f *runFlags) traceWorkers(fl *pflag.FlagSet) error {
+	var cfg run.Config
+	if err := f.workerSettings(fl, &cfg); err != nil {
+		return err
+	}
+	if cfg.Workers == run.WorkersProcess {
+		return usagef("invalid --workers process: trace draws its diagram from events recorded in this process as they happen, and worker processes do not send theirs yet (a kill would be drawn late, what runs inside a worker not at all); use --workers inproc here, and rewind run or rewind bench --workers process to measure a real kill")
+	}
+	return nil
 }

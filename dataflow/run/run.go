@@ -84,6 +84,12 @@ type Config struct {
 	// Workers is where the workers run (--workers); "" is inproc. Only
 	// an executor with Traits.ProcessWorkers takes process.
 	Workers WorkerMode
+	// HeartbeatInterval is how often a worker process beats, and
+	// HeartbeatTimeout how long the coordinator hears nothing from one
+	// before declaring it dead (--workers process only; 0 =
+	// DefaultHeartbeatInterval, DefaultHeartbeatTimeout).
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
 }
 
 // Env is a job ready to run: the built job, its opened sources, sink and

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -37,6 +38,27 @@ func ParseWorkerMode(s string) (WorkerMode, error) {
 	return "", fmt.Errorf("invalid --workers %q: allowed are inproc, process", s)
 }
 
+// The heartbeat defaults of --workers process: a worker beats every
+// 100 ms, and one silent for 5 s (frozen: its connection never breaks) is
+// declared dead. A broken connection is detected at once either way.
+const (
+	DefaultHeartbeatInterval = 100 * time.Millisecond
+	DefaultHeartbeatTimeout  = 5 * time.Second
+)
+
+// Heartbeats are the configured heartbeat interval and timeout, or the
+// defaults where unset.
+func (c Config) Heartbeats() (interval, timeout time.Duration) {
+	interval, timeout = c.HeartbeatInterval, c.HeartbeatTimeout
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	if timeout <= 0 {
+		timeout = DefaultHeartbeatTimeout
+	}
+	return interval, timeout
+}
+
 // TokenEnv is the environment variable a worker process finds the run's
 // token in: never an argument, which any user's ps shows.
 const TokenEnv = "REWIND_WORKER_TOKEN"
@@ -57,6 +79,18 @@ type WorkerCommand struct {
 // the coordinator's Welcome).
 func WorkerArgs(addr string, id int) []string {
 	return []string{"worker", "--coordinator", addr, "--id", strconv.Itoa(id)}
+}
+
+// WorkerArgsBeating are WorkerArgs for workers that beat every interval
+// instead of DefaultHeartbeatInterval. The beat is an argument, not part
+// of the Welcome, because a worker beats from its first frame on.
+func WorkerArgsBeating(interval time.Duration) func(addr string, id int) []string {
+	if interval <= 0 || interval == DefaultHeartbeatInterval {
+		return WorkerArgs
+	}
+	return func(addr string, id int) []string {
+		return append(WorkerArgs(addr, id), "--heartbeat-interval", interval.String())
+	}
 }
 
 // WorkerWelcome is what the coordinator's Welcome carries: which
