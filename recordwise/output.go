@@ -359,6 +359,7 @@ type sinkTail struct {
 	req      chan flushReq
 	done     chan error
 	wake     waker
+	delay    time.Duration // added to every asynchronous flush (tests)
 }
 
 // txnChunkRows is how many transactional rows are staged at a time while an
@@ -381,6 +382,13 @@ func (s *sinkTail) flusher(ctx context.Context, wg interface{ Done() }) {
 		case r := <-s.req:
 			if ctx.Err() != nil {
 				return // a dead worker starts no write
+			}
+			if s.delay > 0 {
+				select {
+				case <-time.After(s.delay):
+				case <-ctx.Done():
+					return
+				}
 			}
 			err := s.flushVisible(r.w, r.epoch, r.pending)
 			select {

@@ -81,6 +81,9 @@ type testHooks struct {
 	// onRestore sees what storage held and what was chosen at every start,
 	// before anything is read.
 	onRestore func(storage.Store, string, checkpoint.Listing, checkpoint.RestorePlan)
+	// flushDelay lengthens every asynchronous sink flush: a slow
+	// destination, seen by the sink task only as a flush in flight.
+	flushDelay time.Duration
 }
 
 type options struct {
