@@ -26,7 +26,7 @@ var (
 	// its producer is backpressured.
 	DefaultChannelBuffers = 4
 	// DefaultReadRows is the row limit of one source read.
-	DefaultReadRows = 1024
+	DefaultReadRows = 4096
 )
 
 // Options are the recordwise settings. The CLI's flags (the first group)
