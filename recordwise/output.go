@@ -341,7 +341,8 @@ func (r *router) release() {
 // writers per subtask: append numbers files per subtask and attempt,
 // idempotent upserts decide by _version, transactional numbers the staged
 // parts of an epoch per subtask and attempt). While a flush is in flight
-// rows accumulate, so flushes grow with the load instead of queueing.
+// the chain's output is held in its operators (sinkdefer.go), so flushes
+// grow with the load instead of queueing.
 //
 //   - Append and idempotent rows are handed over whenever some are pending
 //     and the flusher is free: at low load a flush per input batch.
