@@ -193,7 +193,7 @@ func (inc *incarnation) buildTask(t *task, rp *restoredPoint, inq [][][]*queue) 
 	if c.sink {
 		t.snk = &sinkTail{mode: env.Sink.Mode(), epoch: inc.firstEpoch,
 			published: inc.published.clone(), alloc: t.alloc,
-			timeout: inc.opts.settings.BufferTimeout, obs: inc.obs, wake: t.wake,
+			timeout: inc.opts.settings.BufferTimeout, obs: inc.obs, wake: t.wake, delay: inc.opts.hooks.flushDelay,
 			req: make(chan flushReq), done: make(chan error, 1),
 			hold: func(epoch int64, rows []latEntry) { inc.coord.hold(checkpoint.ID(epoch), rows) }}
 		for i := range t.snk.ws {

@@ -89,7 +89,7 @@ type router struct {
 	outs    []*outChan // all output channels, in a fixed order
 	edges   []routeEdge
 	lastWM  int64
-	dests   []int32
+	sel     [][]int32 // per output channel of a hash edge: the rows it gets
 	vals    [][]int64
 	// replay: the rows being emitted were read again after a restore
 	// (traced runs only).
@@ -139,27 +139,30 @@ func (r *router) emit(b arrow.RecordBatch, births []latEntry, now time.Time) err
 	for _, e := range r.edges {
 		switch e.exchange {
 		case job.Hash:
-			keys := r.vals[e.keyCol]
-			if cap(r.dests) < n {
-				r.dests = make([]int32, n)
+			// The rows of each channel are selected first, then gathered
+			// column by column: tight loops, no per-value append.
+			if len(r.sel) < len(e.outs) {
+				r.sel = make([][]int32, len(e.outs))
 			}
-			d := r.dests[:n]
-			for i, k := range keys {
-				d[i] = int32(keygroup.Owner(keygroup.Of(k), r.p))
+			sel := r.sel[:len(e.outs)]
+			for i := range sel {
+				sel[i] = sel[i][:0]
 			}
-			for c := 0; c < r.ncols; c++ {
-				v := r.vals[c]
-				for i, di := range d {
-					oc := e.outs[di]
-					oc.cols[c] = append(oc.cols[c], v[i])
+			for i, k := range r.vals[e.keyCol][:n] {
+				d := keygroup.Owner(keygroup.Of(k), r.p)
+				sel[d] = append(sel[d], int32(i))
+			}
+			for d, oc := range e.outs {
+				rows := sel[d]
+				if len(rows) == 0 {
+					continue
 				}
-			}
-			for _, oc := range e.outs {
-				if m := len(oc.cols[0]); m > oc.n {
-					oc.note(births, int64(m-oc.n), now)
-					oc.n = m
-					oc.replay = oc.replay || r.replay
+				for c := 0; c < r.ncols; c++ {
+					oc.cols[c] = gather(oc.cols[c], r.vals[c], rows)
 				}
+				oc.note(births, int64(len(rows)), now)
+				oc.n += len(rows)
+				oc.replay = oc.replay || r.replay
 			}
 		default: // forward or broadcast: every row to every channel of the edge
 			for _, oc := range e.outs {
@@ -178,6 +181,17 @@ func (r *router) emit(b arrow.RecordBatch, births []latEntry, now time.Time) err
 		}
 	}
 	return nil
+}
+
+// gather appends v[rows] to dst.
+func gather(dst, v []int64, rows []int32) []int64 {
+	m := len(dst)
+	dst = slices.Grow(dst, len(rows))[:m+len(rows)]
+	out := dst[m:]
+	for j, i := range rows {
+		out[j] = v[i]
+	}
+	return dst
 }
 
 // flush turns oc's buffered rows into a staged data item.
@@ -327,7 +341,8 @@ func (r *router) release() {
 // writers per subtask: append numbers files per subtask and attempt,
 // idempotent upserts decide by _version, transactional numbers the staged
 // parts of an epoch per subtask and attempt). While a flush is in flight
-// rows accumulate, so flushes grow with the load instead of queueing.
+// the chain's output is held in its operators (sinkdefer.go), so flushes
+// grow with the load instead of queueing.
 //
 //   - Append and idempotent rows are handed over whenever some are pending
 //     and the flusher is free: at low load a flush per input batch.
@@ -359,6 +374,7 @@ type sinkTail struct {
 	req      chan flushReq
 	done     chan error
 	wake     waker
+	delay    time.Duration // added to every asynchronous flush (tests)
 }
 
 // txnChunkRows is how many transactional rows are staged at a time while an
@@ -381,6 +397,13 @@ func (s *sinkTail) flusher(ctx context.Context, wg interface{ Done() }) {
 		case r := <-s.req:
 			if ctx.Err() != nil {
 				return // a dead worker starts no write
+			}
+			if s.delay > 0 {
+				select {
+				case <-time.After(s.delay):
+				case <-ctx.Done():
+					return
+				}
 			}
 			err := s.flushVisible(r.w, r.epoch, r.pending)
 			select {

@@ -25,8 +25,10 @@ var (
 	// DefaultChannelBuffers is how many buffers one channel holds before
 	// its producer is backpressured.
 	DefaultChannelBuffers = 4
-	// DefaultReadRows is the row limit of one source read.
-	DefaultReadRows = 1024
+	// DefaultReadRows is the row limit of one source read: unpaced, four
+	// network buffers' worth per hand-off from the reader; a paced read
+	// returns what is due, so it adds no latency.
+	DefaultReadRows = 4096
 )
 
 // Options are the recordwise settings. The CLI's flags (the first group)
@@ -81,6 +83,9 @@ type testHooks struct {
 	// onRestore sees what storage held and what was chosen at every start,
 	// before anything is read.
 	onRestore func(storage.Store, string, checkpoint.Listing, checkpoint.RestorePlan)
+	// flushDelay lengthens every asynchronous sink flush: a slow
+	// destination, seen by the sink task only as a flush in flight.
+	flushDelay time.Duration
 }
 
 type options struct {

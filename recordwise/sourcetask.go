@@ -211,7 +211,7 @@ func (t *task) onRead(p *partReader, res readResult) {
 		t.fail(err)
 		return
 	}
-	if err := t.flushChain(); err != nil {
+	if err := t.chainDone(); err != nil {
 		t.fail(err)
 		return
 	}

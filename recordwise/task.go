@@ -59,7 +59,11 @@ type task struct {
 
 	wm        int64      // watermark delivered to the chain
 	curBirths []latEntry // hand-over times of the input being processed
-	now       time.Time
+	// deferred: the chain ends in the sink and has not been flushed since
+	// its last input, whose hand-over times pendBirths holds (sinkdefer.go).
+	deferred   bool
+	pendBirths []latEntry
+	now        time.Time
 
 	ck        *pendingCk
 	timers    map[checkpoint.ID]time.Time
@@ -185,6 +189,9 @@ func (t *task) step() bool {
 		return false
 	}
 	t.fireTimers()
+	if t.snk != nil && t.ok() {
+		t.fail(t.sinkReady())
+	}
 	if !t.ok() {
 		return false
 	}
@@ -461,7 +468,7 @@ func (t *task) processItem(c int, it item) {
 			t.fail(err)
 			return
 		}
-		if err := t.flushChain(); err != nil {
+		if err := t.chainDone(); err != nil {
 			t.fail(err)
 			return
 		}
@@ -499,8 +506,11 @@ func (t *task) tail(b arrow.RecordBatch) error {
 }
 
 // flushChain flushes every operator in chain order, so what one emits on
-// Flush is processed (and flushed) by the next.
+// Flush is processed (and flushed) by the next; deferred output first.
 func (t *task) flushChain() error {
+	if err := t.flushDeferred(); err != nil {
+		return err
+	}
 	return t.ops.Flush()
 }
 
@@ -510,6 +520,10 @@ func (t *task) advance(wm int64) {
 		return
 	}
 	t.wm = wm
+	if err := t.flushDeferred(); err != nil {
+		t.fail(err)
+		return
+	}
 	if err := t.ops.AdvanceWatermark(wm); err != nil {
 		t.fail(err)
 		return
