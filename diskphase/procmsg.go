@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 // The control messages between a coordinator and a worker process with
@@ -129,18 +129,10 @@ func (e *workerDiedError) Error() string {
 // what it needs to run any unit of the run against the same durable
 // storage and inputs.
 type procConfig struct {
-	Job                string            `json:"job"`
-	Params             job.Params        `json:"params"`
-	Inputs             map[string]string `json:"inputs"`
-	Seed               int64             `json:"seed"`
-	Storage            string            `json:"storage"`
-	S3Endpoint         string            `json:"s3_endpoint,omitempty"`
-	StorageTimeout     time.Duration     `json:"storage_timeout"`
-	StorageOutageLimit time.Duration     `json:"storage_outage_limit"`
-	RunID              string            `json:"run_id"`
-	Plan               RunPlan           `json:"plan"`
-	Compression        Compression       `json:"compression"`
-	ReadBatch          int               `json:"read_batch"`
+	run.WorkerRun
+	Plan        RunPlan     `json:"plan"`
+	Compression Compression `json:"compression"`
+	ReadBatch   int         `json:"read_batch"`
 }
 
 // send sends m on c.

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
@@ -56,33 +53,16 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 // workerExecution builds the part of an execution a unit attempt uses,
 // from the configuration alone.
 func workerExecution(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*execution, error) {
-	j, err := job.Build(cfg.Job, cfg.Params)
+	j, env, err := cfg.WorkerRun.Open(ctx, cfg.Plan.Parallelism, w)
 	if err != nil {
 		return nil, err
 	}
-	if w.Log == nil {
-		w.Log = slog.New(slog.DiscardHandler)
-	}
-	env := &run.Env{Config: run.Config{Job: cfg.Job, Params: cfg.Params, Inputs: cfg.Inputs, Storage: cfg.Storage,
-		S3Endpoint: cfg.S3Endpoint, StorageTimeout: cfg.StorageTimeout, StorageOutageLimit: cfg.StorageOutageLimit,
-		Parallelism: cfg.Plan.Parallelism, Seed: cfg.Seed, RunID: cfg.RunID, Workers: run.WorkersProcess},
-		Job: j, Sources: map[string]source.Source{}, Alloc: w.Alloc, Log: w.Log}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = env.Close()
 		}
 	}()
-	for n, spec := range cfg.Inputs {
-		src, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
-		if err != nil {
-			return nil, run.InputError{Input: n, Spec: spec, Err: err}
-		}
-		env.Sources[n] = src
-	}
-	if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
-		return nil, err
-	}
 	topo, err := compile(j)
 	if err != nil {
 		return nil, err

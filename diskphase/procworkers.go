@@ -14,14 +14,11 @@ import (
 // outlive a coordinator's crash, and a dead one is replaced by a fresh
 // process.
 func (x *execution) startWorkers(ctx context.Context, n int, heartbeatTimeout time.Duration) (*run.Fleet, error) {
-	inputs, err := run.ProcessInputs(x.plan.Inputs, x.env.Sources)
+	wr, err := run.NewWorkerRun(x.env, x.plan.Inputs, x.env.Config.RunID)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(procConfig{Job: x.env.Config.Job, Params: x.env.Config.Params, Inputs: inputs,
-		Seed: x.env.Config.Seed, Storage: x.env.Store.URL(), S3Endpoint: x.env.Config.S3Endpoint,
-		StorageTimeout: x.env.Config.StorageTimeout, StorageOutageLimit: x.env.Config.StorageOutageLimit,
-		RunID: x.env.Config.RunID, Plan: x.plan, Compression: x.compression, ReadBatch: x.readBatch})
+	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Plan: x.plan, Compression: x.compression, ReadBatch: x.readBatch})
 	if err != nil {
 		return nil, err
 	}

@@ -140,8 +140,11 @@ func TestWorkerProcessWithOtherPartitionsRefusesToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := partitionNames(topo)
-	cfg, err := json.Marshal(procConfig{Job: env.Config.Job, Params: env.Config.Params, Inputs: env.Config.Inputs, Seed: env.Config.Seed,
-		Storage: env.Store.URL(), RunID: "r1", Parallelism: 2, Partitions: names[:len(names)-1]})
+	wr, err := run.NewWorkerRun(env, env.Config.Inputs, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Parallelism: 2, Partitions: names[:len(names)-1]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,14 +14,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
@@ -30,17 +27,9 @@ import (
 // Welcome: what it needs to read its partitions and to restore and write
 // its state versions against the same inputs and durable storage.
 type procConfig struct {
-	Job                string            `json:"job"`
-	Params             job.Params        `json:"params"`
-	Inputs             map[string]string `json:"inputs"`
-	Seed               int64             `json:"seed"`
-	Storage            string            `json:"storage"`
-	S3Endpoint         string            `json:"s3_endpoint,omitempty"`
-	StorageTimeout     time.Duration     `json:"storage_timeout"`
-	StorageOutageLimit time.Duration     `json:"storage_outage_limit"`
-	RunID              string            `json:"run_id"`
-	Parallelism        int               `json:"parallelism"`
-	ReadBatchRows      int               `json:"read_batch_rows"`
+	run.WorkerRun
+	Parallelism   int `json:"parallelism"`
+	ReadBatchRows int `json:"read_batch_rows"`
 	// Partitions are the coordinator's partitions in global order, each
 	// with its owner: a worker whose inputs split otherwise refuses to
 	// start, rather than read other offsets than the ones planned.
@@ -59,7 +48,7 @@ func partitionNames(t *topology) []string {
 // startWorkerProcesses starts the run's worker processes, one per worker,
 // each given the configuration of this run.
 func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runID string) (*run.Fleet, error) {
-	inputs, err := run.ProcessInputs(env.Config.Inputs, env.Sources)
+	wr, err := run.NewWorkerRun(env, env.Config.Inputs, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -67,10 +56,7 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runI
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(procConfig{Job: env.Config.Job, Params: env.Config.Params, Inputs: inputs,
-		Seed: env.Config.Seed, Storage: env.Store.URL(), S3Endpoint: env.Config.S3Endpoint,
-		StorageTimeout: env.Config.StorageTimeout, StorageOutageLimit: env.Config.StorageOutageLimit,
-		RunID: runID, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows, Partitions: partitionNames(topo)})
+	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows, Partitions: partitionNames(topo)})
 	if err != nil {
 		return nil, err
 	}
@@ -80,12 +66,15 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runI
 		}
 	}
 	return run.StartFleet(ctx, run.FleetConfig{Executor: Executor{}.Name(), Config: cfg, N: opts.parallelism,
-		Command: env.WorkerCommand, Alloc: env.Alloc, Log: logf, HeartbeatTimeout: WorkerHeartbeatTimeout})
+		Command: env.WorkerCommand, Alloc: env.Alloc, Log: logf, HeartbeatTimeout: heartbeatTimeout(env.Config)})
 }
 
-// WorkerHeartbeatTimeout declares a worker process that sent nothing for
-// this long dead (a frozen process), as diskphase's does.
-var WorkerHeartbeatTimeout = 5 * time.Second
+// heartbeatTimeout declares a worker process that sent nothing for this
+// long dead (a frozen process): --heartbeat-timeout, as diskphase's.
+func heartbeatTimeout(c run.Config) time.Duration {
+	_, t := c.Heartbeats()
+	return t
+}
 
 // procWorker is what a worker process holds besides its operators: its
 // configuration, inputs, durable storage and topology.
@@ -146,33 +135,16 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 // startWorkerSide opens a worker process's inputs and storage and builds
 // its topology, from the configuration alone.
 func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*procWorker, error) {
-	j, err := job.Build(cfg.Job, cfg.Params)
+	j, env, err := cfg.WorkerRun.Open(ctx, cfg.Parallelism, w)
 	if err != nil {
 		return nil, err
 	}
-	if w.Log == nil {
-		w.Log = slog.New(slog.DiscardHandler)
-	}
-	env := &run.Env{Config: run.Config{Job: cfg.Job, Params: cfg.Params, Inputs: cfg.Inputs, Storage: cfg.Storage,
-		S3Endpoint: cfg.S3Endpoint, StorageTimeout: cfg.StorageTimeout, StorageOutageLimit: cfg.StorageOutageLimit,
-		Parallelism: cfg.Parallelism, Seed: cfg.Seed, RunID: cfg.RunID, Workers: run.WorkersProcess},
-		Job: j, Sources: map[string]source.Source{}, Alloc: w.Alloc, Log: w.Log}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = env.Close()
 		}
 	}()
-	for n, spec := range cfg.Inputs {
-		src, err := source.Open(spec, source.Options{DefaultSeed: cfg.Seed})
-		if err != nil {
-			return nil, run.InputError{Input: n, Spec: spec, Err: err}
-		}
-		env.Sources[n] = src
-	}
-	if env.Store, err = storage.Open(ctx, cfg.Storage, storage.Options{Endpoint: cfg.S3Endpoint, CallTimeout: cfg.StorageTimeout}); err != nil {
-		return nil, err
-	}
 	if cfg.Parallelism < 1 || w.ID >= cfg.Parallelism {
 		return nil, fmt.Errorf("worker %d of a run with parallelism %d", w.ID, cfg.Parallelism)
 	}
