@@ -19,13 +19,14 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/sink"
 )
 
-// replayedRun runs keyed-count on recordwise with append and a worker
-// killed mid-run, so the output holds duplicates, and returns the output
+// replayedRun runs etl on recordwise with append and a worker killed
+// mid-run, so the output holds rows published twice (etl keeps no state:
+// a replayed record gives the same row again), and returns the output
 // directory and the run's JSON summary.
 func replayedRun(t *testing.T) (string, map[string]any) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := rewind(t, "run", "--executor", "recordwise", "--checkpoint-interval", "5ms", "--sink-mode", "append",
+	code, stdout, stderr := rewind(t, "run", "--executor", "recordwise", "--job", "etl", "--checkpoint-interval", "5ms", "--sink-mode", "append",
 		"--input", "gen:records=60000,keys=700,partitions=2", "--output", out, "--storage", t.TempDir(),
 		"--fail", "worker=1,after-records=30000", "--progress", "none", "--summary", "json")
 	if code != 0 {
@@ -46,7 +47,7 @@ func replayedRun(t *testing.T) (string, map[string]any) {
 // CSV, the table sink.Resolve reads, read back here with readers of its own.
 func TestResolveCommandMatchesTheRun(t *testing.T) {
 	out, run := replayedRun(t)
-	j, err := job.Build("keyed-count", job.DefaultParams)
+	j, err := job.Build("etl", job.DefaultParams)
 	if err != nil {
 		t.Fatal(err)
 	}
