@@ -165,7 +165,6 @@ func (b *base) closeWriters() (already bool) {
 		return true
 	}
 	b.closed = true
-	close(b.done)
 	ws := make([]*writerBase, 0, len(b.live))
 	for w := range b.live {
 		ws = append(ws, w)
@@ -178,6 +177,10 @@ func (b *base) closeWriters() (already bool) {
 		w.dropLocked()
 		w.mu.Unlock()
 	}
+	// Only now: a Write the throttle held back wakes on done and must
+	// find its writer closed (woken before, it could buffer its rows and
+	// return nil on a closed sink).
+	close(b.done)
 	return false
 }
 

@@ -111,7 +111,7 @@ func TestThrottleClose(t *testing.T) {
 			defer b.Release()
 			errc := make(chan error, 1)
 			go func() { errc <- w.Write(0, b) }()
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // usually inside the throttle wait by now; if not, the write comes after Close and must fail all the same
 			if what == "writer" {
 				must(t, w.Close(), "close writer")
 			} else {
