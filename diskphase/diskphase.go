@@ -31,16 +31,10 @@ type Executor struct {
 	trace func(traceEvent)
 	// result, when set (by tests), receives the execution before it runs.
 	result func(*execution)
-	// heartbeatTimeout, when set (by tests), replaces
-	// WorkerHeartbeatTimeout.
+	// heartbeatTimeout, when set (by tests), replaces --heartbeat-timeout
+	// (run.Config.Heartbeats).
 	heartbeatTimeout time.Duration
 }
-
-// WorkerHeartbeatTimeout is how long a worker process may send nothing
-// at all before it is declared dead with --workers process, unless
-// run.Config.HeartbeatTimeout (--heartbeat-timeout) says otherwise: a
-// frozen process has a connection that never breaks.
-const WorkerHeartbeatTimeout = run.DefaultHeartbeatTimeout
 
 // DefaultReadBatchRows is how many rows a map unit reads at a time.
 const DefaultReadBatchRows = 16 * 1024
@@ -72,7 +66,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		return nil, fmt.Errorf("diskphase: %w", err)
 	}
 	if env.Config.Workers == run.WorkersProcess {
-		if x.procs, err = x.startWorkers(ctx, x.mcfg.workers, cmp.Or(e.heartbeatTimeout, env.Config.HeartbeatTimeout, WorkerHeartbeatTimeout)); err != nil {
+		if x.procs, err = x.startWorkers(ctx, x.mcfg.workers, e.heartbeatTimeout); err != nil {
 			x.closeShared()
 			var re run.RefusedError
 			if errors.As(err, &re) {

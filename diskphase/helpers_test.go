@@ -82,7 +82,7 @@ type scenario struct {
 	// workers is --workers; process starts this test binary as the
 	// worker processes (serveTestWorker).
 	workers run.WorkerMode
-	// heartbeat replaces WorkerHeartbeatTimeout.
+	// heartbeat replaces --heartbeat-timeout.
 	heartbeat time.Duration
 }
 

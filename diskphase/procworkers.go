@@ -3,7 +3,6 @@ package diskphase
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -12,7 +11,7 @@ import (
 // startWorkers starts the run's n worker processes (--workers process),
 // one per worker slot of the machine, with the run's shared fleet: they
 // outlive a coordinator's crash, and a dead one is replaced by a fresh
-// process.
+// process. heartbeatTimeout, if set, replaces --heartbeat-timeout.
 func (x *execution) startWorkers(ctx context.Context, n int, heartbeatTimeout time.Duration) (*run.Fleet, error) {
 	wr, err := run.NewWorkerRun(x.env, x.plan.Inputs, x.env.Config.RunID)
 	if err != nil {
@@ -22,13 +21,11 @@ func (x *execution) startWorkers(ctx context.Context, n int, heartbeatTimeout ti
 	if err != nil {
 		return nil, err
 	}
-	logf := func(format string, args ...any) {
-		if x.env.Log != nil {
-			x.env.Log.Info(fmt.Sprintf(format, args...))
-		}
+	fc := x.env.FleetConfig(Executor{}.Name(), cfg, n)
+	if heartbeatTimeout > 0 {
+		fc.HeartbeatTimeout = heartbeatTimeout
 	}
-	return run.StartFleet(ctx, run.FleetConfig{Executor: Executor{}.Name(), Config: cfg, N: n,
-		Command: x.env.WorkerCommand, Alloc: x.env.Alloc, Log: logf, HeartbeatTimeout: heartbeatTimeout})
+	return run.StartFleet(ctx, fc)
 }
 
 // maxLost is how many worker processes may die on their own in one run

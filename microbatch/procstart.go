@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -60,20 +59,7 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runI
 	if err != nil {
 		return nil, err
 	}
-	logf := func(format string, args ...any) {
-		if env.Log != nil {
-			env.Log.Info(fmt.Sprintf(format, args...))
-		}
-	}
-	return run.StartFleet(ctx, run.FleetConfig{Executor: Executor{}.Name(), Config: cfg, N: opts.parallelism,
-		Command: env.WorkerCommand, Alloc: env.Alloc, Log: logf, HeartbeatTimeout: heartbeatTimeout(env.Config)})
-}
-
-// heartbeatTimeout declares a worker process that sent nothing for this
-// long dead (a frozen process): --heartbeat-timeout, as diskphase's.
-func heartbeatTimeout(c run.Config) time.Duration {
-	_, t := c.Heartbeats()
-	return t
+	return run.StartFleet(ctx, env.FleetConfig(Executor{}.Name(), cfg, opts.parallelism))
 }
 
 // procWorker is what a worker process holds besides its operators: its

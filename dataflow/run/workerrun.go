@@ -5,6 +5,7 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -78,4 +79,17 @@ func (r WorkerRun) Open(ctx context.Context, parallelism int, w WorkerEnv) (*job
 	}
 	ok = true
 	return j, env, nil
+}
+
+// FleetConfig is the fleet of env's n worker processes serving executor
+// with config: the run's worker command, allocator, log and
+// --heartbeat-timeout.
+func (e *Env) FleetConfig(executor string, config []byte, n int) FleetConfig {
+	_, timeout := e.Config.Heartbeats()
+	return FleetConfig{Executor: executor, Config: config, N: n, Command: e.WorkerCommand, Alloc: e.Alloc,
+		Log: func(format string, args ...any) {
+			if e.Log != nil {
+				e.Log.Info(fmt.Sprintf(format, args...))
+			}
+		}, HeartbeatTimeout: timeout}
 }
