@@ -214,9 +214,25 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 	replaced := 0
 	var added []int
 	keys := vals[keyCol]
+	// Every lookup first, in a loop of its own: the base and its index
+	// are mostly out of cache by the next batch, and independent lookups
+	// let the CPU wait for several misses at once instead of one per
+	// entry (the entry loop below also reads the rows it finds).
+	if cap(sc.pos) < len(keys) {
+		sc.pos = make([]int32, len(keys))
+	}
+	found := sc.pos[:len(keys)]
 	for r, k := range keys {
-		pos, ok := pg.index.get(k)
-		if !ok {
+		found[r] = int32(pg.index.lookup(k))
+	}
+	for r, k := range keys {
+		pos := int(found[r])
+		if pos < 0 {
+			// Not in the base: new, unless handed over twice.
+			if _, dup := pg.index.get(k); dup {
+				sc.clear()
+				return nil, fmt.Errorf("key %d handed over twice in one hand-over", k)
+			}
 			at := pg.rows()
 			pg.index.put(k, at)
 			for c := range vals {
@@ -226,13 +242,14 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 			added = append(added, r)
 			continue
 		}
-		if pos >= baseRows || sc.bits[pos>>6]&(1<<(pos&63)) != 0 {
+		if sc.bits[pos>>6]&(1<<(pos&63)) != 0 {
 			sc.clear()
 			return nil, fmt.Errorf("key %d handed over twice in one hand-over", k)
 		}
 		same := true
 		for c := range vals {
-			same = same && pg.cols[c][pos] == vals[c][r]
+			// The key column matched in the index.
+			same = same && (c == keyCol || pg.cols[c][pos] == vals[c][r])
 		}
 		if same {
 			continue // handed over again (a version not acknowledged)
@@ -316,6 +333,7 @@ type patchScratch struct {
 	bits  []uint64
 	rowAt []int32
 	take  []int
+	pos   []int32 // per hand-over row, its base row or -1
 }
 
 // reset makes room for a group of n rows.
@@ -372,6 +390,14 @@ func newPosIndex(n int) *posIndex {
 		size *= 2
 	}
 	return &posIndex{slots: make([]posSlot, size)}
+}
+
+// lookup is get with -1 for a key not present.
+func (x *posIndex) lookup(k int64) int {
+	if r, ok := x.get(k); ok {
+		return r
+	}
+	return -1
 }
 
 func (x *posIndex) get(k int64) (int, bool) {
