@@ -3,7 +3,6 @@ package diskphase
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -177,6 +176,6 @@ func damageObject(t testing.TB, st storage.Store, name, action string) {
 		}
 	}
 	if err != nil {
-		t.Errorf("%s %s: %s", action, name, fmt.Sprint(err))
+		t.Errorf("%s %s: %v", action, name, err)
 	}
 }
