@@ -14,18 +14,19 @@ package diskphase
 
 // DefaultChunkRows is the rows a map unit buffers, over all its
 // partitions, before it writes chunks: with keyed-count's four columns
-// 8 MiB, plus up to three encoded chunks on their way to storage. Twice
-// as many made the live heap of two map units about 90 MB rather than 45,
-// and the peak RSS, which follows the collector's slack over it, swing
-// more from run to run.
-const DefaultChunkRows = 256 << 10
+// 4 MiB, plus up to three encoded chunks on their way to storage. The
+// peak RSS follows the collector's slack over the map units' live heap,
+// and a longer map phase meets a higher peak of it: at 512 K rows a 60 M
+// record run peaked 28 % above a 6 M one (paced), at 256 K 28 to 41 %
+// (unpaced), at 128 K 7 to 14 % (docs/memory.md).
+const DefaultChunkRows = 128 << 10
 
 // reduceChunkRows bounds the chunks of a reduce unit's output and state
 // (fewer rows when the map units' budget is smaller, as in tests). A
 // reduce unit holds its operator's state beside them, and its two
 // buffers and the encoded files on their way to storage were about 40 MB
-// at the map units' 256 K rows; at 64 K, 10 MB. keyed-count emits its
-// output 64 K rows at a time, so each batch becomes a chunk.
+// at 256 K rows; at 64 K, 10 MB. keyed-count emits its output 64 K rows
+// at a time, so each batch becomes a chunk.
 const reduceChunkRows = 64 << 10
 
 // minChunkRows is the fewest rows a partition's chunk has before the

@@ -57,8 +57,8 @@ const maxInFlight = 2
 // spare buffers, for the life of the process (at most 32 MB).
 var encodeBufs = &bufList{spare: make(chan *bytes.Buffer, maxInFlight)}
 
-// maxSpareBuf is the largest buffer encodeBufs keeps: a map chunk of
-// 256 K rows of up to 7 columns fits.
+// maxSpareBuf is the largest buffer encodeBufs keeps: a chunk of 256 K
+// rows of up to 7 columns fits (twice DefaultChunkRows).
 const maxSpareBuf = 16 << 20
 
 // bufList is a bounded free list of encoding buffers.
