@@ -17,8 +17,8 @@ package diskphase
 // 4 MiB, plus up to three encoded chunks on their way to storage. The
 // peak RSS follows the collector's slack over the map units' live heap,
 // and a longer map phase meets a higher peak of it: at 512 K rows a 60 M
-// record run peaked 28 % above a 6 M one (paced), at 256 K 28 to 41 %
-// (unpaced), at 128 K 7 to 14 % (docs/memory.md).
+// record run peaked 28 % above a 6 M one (paced), at 256 K 33 % (means,
+// unpaced), at 128 K 10 % (docs/memory.md).
 const DefaultChunkRows = 128 << 10
 
 // reduceChunkRows bounds the chunks of a reduce unit's output and state
