@@ -172,7 +172,7 @@ func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 		`at-point=elsewhere,occurrence=1: unknown point "elsewhere"`:    {"run", "--executor", "diskphase", "--fail", "worker=1,at-point=elsewhere"},
 		"worker 3 does not exist":                                       {"run", "--executor", "microbatch", "--fail", "worker=3,at-point=batch.after-offsets"},
 		"at-point run.mid-finish comes after the executor has returned": {"run", "--fail", "worker=0,at-point=run.mid-finish"},
-		"after-records= and at-point= are 2 triggers":                   {"run", "--fail", "worker=0,at-point=checkpoint.after-metadata,after-records=9"},
+		"after-records= and at-point= are two triggers":                 {"run", "--fail", "worker=0,at-point=checkpoint.after-metadata,after-records=9"},
 		"lineage, rerun-batch":                                          {"run", "--executor", "microbatch", "--lost-piece-recovery", "sometimes"},
 	}
 	for phrase, args := range cases {

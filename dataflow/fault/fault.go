@@ -208,7 +208,7 @@ func Parse(text string) (Spec, error) {
 				given = append(given, k+"=")
 			}
 		}
-		return Spec{}, fmt.Errorf("invalid --fail %q: %s are %d triggers; give one (%s)", text, strings.Join(given, " and "), len(given), usage)
+		return Spec{}, fmt.Errorf("invalid --fail %q: %s are %s triggers; give one (%s)", text, strings.Join(given, " and "), map[int]string{2: "two", 3: "three"}[len(given)], usage)
 	case !seen["worker"] || !(seen["after-records"] || seen["at"] || seen["at-point"]):
 		return Spec{}, fmt.Errorf("invalid --fail %q: a worker kill needs both worker= and a trigger, after-records=, at= or at-point= (%s)", text, usage)
 	case s.AtPoint != "" && s.AtPoint == s.AfterPoint:
