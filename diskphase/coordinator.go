@@ -98,7 +98,10 @@ type coordinator struct {
 	queue   []event
 	commitJ int // job being committed, -1 for none
 	done    bool
-	wms     map[int]int64
+	// kills are worker kills that fired at a coordinator point, carried
+	// out by the loop once the action that reached the point is done.
+	kills []killRequest
+	wms   map[int]int64
 }
 
 type attemptRun struct {
@@ -270,6 +273,14 @@ func (c *coordinator) loop(ctx context.Context) error {
 		if err := c.drain(ctx); err != nil {
 			return err
 		}
+		if len(c.kills) > 0 {
+			k := c.kills[0]
+			c.kills = c.kills[1:]
+			if err := c.handle(ctx, k); err != nil {
+				return err
+			}
+			continue
+		}
 		if c.done {
 			return nil
 		}
@@ -302,8 +313,18 @@ func (c *coordinator) drain(ctx context.Context) error {
 }
 
 // point passes the named coordinator crash point; the crash is returned
-// like any other error of the action, which ends this coordinator.
-func (c *coordinator) point(name string) error { return c.x.env.Faults.Point(name, fault.Coordinator) }
+// like any other error of the action, which ends this coordinator. A
+// worker kill that fires here (at-point, or after-point once its records
+// are read) is queued for the loop, which kills that worker as a kill at a
+// read does; the coordinator goes on.
+func (c *coordinator) point(name string) error {
+	err := c.x.env.Faults.Point(name, fault.Coordinator)
+	if cr, ok := fault.AsCrash(err); ok && cr.Worker != fault.Coordinator {
+		c.kills = append(c.kills, killRequest{crash: cr, at: time.Now()})
+		return nil
+	}
+	return err
+}
 
 func (c *coordinator) exec(ctx context.Context, a action) error {
 	x := c.x

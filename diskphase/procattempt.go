@@ -82,6 +82,10 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 			}
 		case opPoint:
 			ferr = x.env.Faults.Point(m.Point, a.worker)
+			if c, ok := fault.AsCrash(ferr); ok && c.Worker != a.worker {
+				a.kill(c) // another worker's kill (after-point), as at a read
+				ferr = nil
+			}
 		case opDone:
 			x.met.addProcCounts(m.Counts)
 			res.m, res.r = m.MapEntry, m.ReduceEntry

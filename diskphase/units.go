@@ -35,12 +35,19 @@ type attempt struct {
 }
 
 // point passes the named unit crash point as the attempt's worker; a
-// crash ends the attempt like any other error it returns.
+// crash ends the attempt like any other error it returns. A worker kill
+// naming another worker (after-point, once its records are read) is handed
+// to the cluster, as at a read.
 func (a *attempt) point(name string) error {
 	if a.remote != nil {
 		return a.remote.point(name)
 	}
-	return a.x.env.Faults.Point(name, a.worker)
+	err := a.x.env.Faults.Point(name, a.worker)
+	if c, ok := fault.AsCrash(err); ok && c.Worker != a.worker {
+		a.kill(c)
+		return nil
+	}
+	return err
 }
 
 // read accounts n records read from the source. A worker kill that names

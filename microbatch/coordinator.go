@@ -209,17 +209,27 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 }
 
 // point passes the named coordinator crash point. Once one crash has
-// fired, every later point returns it: a dead process reaches no point.
+// fired, every later point returns it: a dead process reaches no point. A
+// worker kill that fires here (at-point, or after-point once its records
+// are read) kills that worker as a kill at a read does; the coordinator
+// goes on.
 func (c *coordinator) point(name string) error {
 	c.crashMu.Lock()
-	defer c.crashMu.Unlock()
 	if c.crash != nil {
+		defer c.crashMu.Unlock()
 		return c.crash
 	}
 	err := c.faults.Point(name, fault.Coordinator)
-	if _, ok := fault.AsCrash(err); ok {
+	cr, ok := fault.AsCrash(err)
+	if ok && cr.Worker != fault.Coordinator {
+		c.crashMu.Unlock()
+		c.killWorker(cr)
+		return nil
+	}
+	if ok {
 		c.crash = err
 	}
+	c.crashMu.Unlock()
 	return err
 }
 

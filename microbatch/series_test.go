@@ -23,11 +23,12 @@ import (
 // for every executor. The kill lands inside a batch with input on every
 // partition (a 50 ms trigger): one between batches re-reads nothing here
 // (the prefetched records it drops were never processed), so there would
-// be no re-read to check. Occurrence 5 is the third batch (two workers
-// pass the point in each): a busy machine runs fewer, larger batches over
-// the 1 s input, and did not always reach a later one.
+// be no re-read to check. The kill is worker 1's first pass of the point
+// after the first batch is committed: a count of passes from the start
+// (the fifth, the third batch) was a guess at how many batches a machine
+// runs, and a busy one ran fewer, larger ones and did not always reach it.
 func TestSeriesBillOfAWorkerKill(t *testing.T) {
-	runtest.SeriesBillAt(t, Executor{}, Options{Trigger: 50 * time.Millisecond}, "point="+PointMidRun+",occurrence=5")
+	runtest.SeriesBillAt(t, Executor{}, Options{Trigger: 50 * time.Millisecond}, "worker=1,at-point="+PointMidRun+",after-point="+PointAfterCommit)
 }
 
 // The lag counts from what finished batches consumed, not from the

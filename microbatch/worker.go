@@ -452,6 +452,9 @@ func (w *worker) midRun(se *stageEnv) error {
 	if err := se.faults.Point(PointMidRun, w.id); err != nil {
 		if c, ok := fault.AsCrash(err); ok {
 			se.onCrash(c)
+			if c.Worker != w.id {
+				return nil // another worker's kill (after-point): this one goes on
+			}
 			return errWorkerKilled
 		}
 		return err

@@ -217,7 +217,7 @@ func (c *coordLoop) trigger() {
 // point passes the named coordinator crash point. It returns the failure
 // (a *fault.Crash when a fault fires); the caller hands it to fail.
 func (c *coordLoop) point(name string) error {
-	return c.inc.env.Faults.Point(name, fault.Coordinator)
+	return c.inc.reach(name, fault.Coordinator, "")
 }
 
 // fail ends the loop on err: a *fault.Crash kills the coordinator, any

@@ -60,7 +60,7 @@ func (inc *incarnation) partWriter(j partJob) {
 		}
 		written++
 		if written == 1 {
-			if err := inc.env.Faults.Point(PointMidPartWrite, j.sub); err != nil {
+			if err := inc.reach(PointMidPartWrite, j.sub, j.task); err != nil {
 				inc.fail(err, j.task)
 				return false
 			}
@@ -119,7 +119,7 @@ func (inc *incarnation) partWriter(j partJob) {
 	}
 	if written == 0 {
 		// Nothing but the descriptor: the crash point sits before it.
-		if err := inc.env.Faults.Point(PointMidPartWrite, j.sub); err != nil {
+		if err := inc.reach(PointMidPartWrite, j.sub, j.task); err != nil {
 			inc.fail(err, j.task)
 			return
 		}
@@ -129,7 +129,7 @@ func (inc *incarnation) partWriter(j partJob) {
 		return
 	}
 	stateBytes += int64(len(data))
-	if err := inc.env.Faults.Point(PointBeforeAck, j.sub); err != nil {
+	if err := inc.reach(PointBeforeAck, j.sub, j.task); err != nil {
 		inc.fail(err, j.task)
 		return
 	}

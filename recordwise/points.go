@@ -1,5 +1,10 @@
 package recordwise
 
+import (
+	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/recordwise/checkpoint"
+)
+
 // Named crash points (rewind run --executor recordwise --list-fail-points).
 //
 // A point reached by a task kills the task's worker: every task of that
@@ -66,4 +71,20 @@ var failPoints = []string{
 	PointSinkBeforeCommit,
 	PointSinkAfterCommit,
 	PointMidRestore,
+}
+
+// reach passes the named point as worker (fault.Coordinator for the
+// coordinator; where names the task, "" for the coordinator). A worker
+// kill that fires there for another worker than the caller's (at-point at
+// a coordinator point, or after-point once its records are read) is
+// carried out here, as one noticed at a read is, and the caller goes on:
+// reach returns nil. Anything else is returned for the caller to fail
+// with, as before.
+func (inc *incarnation) reach(name string, worker int, where checkpoint.TaskID) error {
+	err := inc.env.Faults.Point(name, worker)
+	if cr, ok := fault.AsCrash(err); ok && cr.Worker != worker {
+		inc.crash(cr, where)
+		return nil
+	}
+	return err
 }

@@ -214,7 +214,11 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 				at := time.Now()
 				bill := &report.Crash{At: at}
 				ready := env.Replacement().Wait(ctx, bill, at)
-				pending = sh.obs.crash(fmt.Sprintf("coordinator killed during recovery (%s)", cr.Spec), bill, ready, 0)
+				who := "coordinator"
+				if cr.Worker >= 0 {
+					who = fmt.Sprintf("worker %d", cr.Worker) // a worker kill at the point: recovery starts again all the same
+				}
+				pending = sh.obs.crash(fmt.Sprintf("%s killed during recovery (%s)", who, cr.Spec), bill, ready, 0)
 				continue
 			}
 			if ctx.Err() != nil {

@@ -177,7 +177,7 @@ func (t *task) fail(err error) {
 // of the task, it returns its failure (a *fault.Crash when a fault fires)
 // and the caller hands it to fail, which carries it out.
 func (t *task) point(name string) error {
-	return t.inc.env.Faults.Point(name, t.sub)
+	return t.inc.reach(name, t.sub, t.id)
 }
 
 func (t *task) ok() bool { return t.err == nil && !t.dead && t.ctx.Err() == nil }

@@ -164,12 +164,16 @@ func TestInvalidFlagsExitTwoWithOneLine(t *testing.T) {
 		`invalid --window "5": want a duration with a unit`: {"run", "--window", "5"},
 		`invalid --overwrite "maybe": want true or false`:   {"run", "--overwrite=maybe"},
 		"unknown command": {"frobnicate"},
-		`--input in=gen:recs=5: unknown parameter "recs"`: {"run", "--input", "gen:recs=5", "--output", filepath.Join(dir, "o")},
-		"whole milliseconds":                              {"run", "--window", "1500us"},
-		"--list-fail-points":                              {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
-		"worker 7 does not exist":                         {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
-		`unknown point "nowhere"`:                         {"run", "--executor", "recordwise", "--fail", "worker=1,after-records=5,after-point=nowhere"},
-		"lineage, rerun-batch":                            {"run", "--executor", "microbatch", "--lost-piece-recovery", "sometimes"},
+		`--input in=gen:recs=5: unknown parameter "recs"`:               {"run", "--input", "gen:recs=5", "--output", filepath.Join(dir, "o")},
+		"whole milliseconds":                                            {"run", "--window", "1500us"},
+		"--list-fail-points":                                            {"run", "--executor", "microbatch", "--fail", "point=nowhere"},
+		"worker 7 does not exist":                                       {"run", "--executor", "microbatch", "--fail", "worker=7,after-records=5"},
+		`unknown point "nowhere"`:                                       {"run", "--executor", "recordwise", "--fail", "worker=1,after-records=5,after-point=nowhere"},
+		`at-point=elsewhere,occurrence=1: unknown point "elsewhere"`:    {"run", "--executor", "diskphase", "--fail", "worker=1,at-point=elsewhere"},
+		"worker 3 does not exist":                                       {"run", "--executor", "microbatch", "--fail", "worker=3,at-point=batch.after-offsets"},
+		"at-point run.mid-finish comes after the executor has returned": {"run", "--fail", "worker=0,at-point=run.mid-finish"},
+		"after-records= and at-point= are two triggers":                 {"run", "--fail", "worker=0,at-point=checkpoint.after-metadata,after-records=9"},
+		"lineage, rerun-batch":                                          {"run", "--executor", "microbatch", "--lost-piece-recovery", "sometimes"},
 	}
 	for phrase, args := range cases {
 		code, _, stderr := rewind(t, args...)
@@ -248,14 +252,26 @@ func referenceOutput(t *testing.T, j *job.Job, inputs []string) *sink.Table {
 	return want
 }
 
-// TestTraceSaysWhenItsCrashDidNotFire: the default crash waits for the
-// first checkpoint, which here comes only at the end of the input (the
-// interval is longer than the run), when nothing is read any more. The
-// trace is printed, and it fails saying why it shows no recovery.
+// TestTraceSaysWhenItsCrashDidNotFire: the crash asked for comes after
+// more records than the input holds, so it never fires. The trace is
+// printed, and it fails saying why it shows no recovery. (The default
+// crash, held back to the first recovery point, fires at that point even
+// when it is the final one: TestTraceDefaultCrashFiresAtALatePoint.)
 func TestTraceSaysWhenItsCrashDidNotFire(t *testing.T) {
-	code, stdout, stderr := rewind(t, "trace", "--input", "gen:records=4000,keys=8,partitions=2", "--checkpoint-interval", "1h")
+	code, stdout, stderr := rewind(t, "trace", "--input", "gen:records=4000,keys=8,partitions=2", "--fail", "worker=1,after-records=4001")
 	if code != exitFailure || !strings.Contains(stderr, "did not fire before the input ended") || !strings.Contains(stdout, "result: equals the reference") {
 		t.Fatalf("exit %d, stderr %q; want exit 1 saying the crash did not fire, after the trace:\n%s", code, stderr, stdout)
+	}
+}
+
+// TestTraceDefaultCrashFiresAtALatePoint: the default crash waits for the
+// first checkpoint, which here comes only at the end of the input (the
+// interval is longer than the run), when nothing is read any more. It
+// fires at that point all the same, and the trace shows the recovery.
+func TestTraceDefaultCrashFiresAtALatePoint(t *testing.T) {
+	code, stdout, stderr := rewind(t, "trace", "--input", "gen:records=4000,keys=8,partitions=2", "--checkpoint-interval", "1h")
+	if code != 0 || !strings.Contains(stdout, "result: equals the reference") || !strings.Contains(stdout, "worker 1 killed") {
+		t.Fatalf("exit %d, stderr %q; want a trace of worker 1's kill that equals the reference:\n%s", code, stderr, stdout)
 	}
 }
 

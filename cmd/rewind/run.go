@@ -91,7 +91,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.executor, "executor", defaultExecutor, "recovery model: "+strings.Join(executorNames(), ", ")+" (reference is the failure-free oracle)")
 	fl.StringVar(&f.barriers, "barriers", "aligned", "recordwise barrier handling: aligned, unaligned")
 	fl.StringVar(&f.output, "output", "rewind-out", "output directory")
-	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N|at=DURATION[,after-point=NAME] or point=NAME[,worker=W][,occurrence=K][,kill=process] (repeatable), or none (the default); kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
+	fl.StringArrayVar(&f.fails, "fail", nil, "inject a crash: worker=W,after-records=N|at=DURATION|at-point=NAME[,occurrence=K][,after-point=NAME] or point=NAME[,worker=W][,occurrence=K][,kill=process] (repeatable), or none (the default); at-point kills worker W at its own K-th arrival at the point (or the coordinator's, at a coordinator point), counting arrivals after after-point only; after-point holds a kill back until that point is reached, and fires it there if its records are read already; kill=process kills the whole process there, as SIGKILL would, for --resume to continue (see --list-fail-points)")
 	fl.StringVar(&f.summary, "summary", "text", "summary format: text, json (json is the last line of stdout)")
 	fl.StringVar(&f.progress, "progress", progressAuto, "progress on stderr: bar, json (each progress event as a line), none; auto = a bar when stderr is a terminal")
 	fl.BoolVar(&f.overwrite, "overwrite", false, "clear a non-empty output directory first")

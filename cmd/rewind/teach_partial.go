@@ -14,13 +14,16 @@ import (
 )
 
 // partialCrashPoint is where the partial-point lesson crashes: worker 1
-// dies as its first part of the second checkpoint has become durable,
-// before the acknowledgement. That checkpoint gets no metadata; one part
-// of it is durable, and worker 1's other part, which it had not written
-// yet, never will be.
+// dies at its first part written after the first checkpoint is durable
+// (partialAfterPoint), as that part has become durable, before the
+// acknowledgement. That checkpoint gets no metadata; one part of it is
+// durable, and worker 1's other part, which it had not written yet, never
+// will be. Counting worker 1's parts from the start of the run instead (the
+// third) put the crash in another checkpoint whenever a busy machine wrote
+// fewer parts in the first one.
 const (
-	partialCrashPoint      = "checkpoint.before-ack"
-	partialCrashOccurrence = 3 // worker 1 writes two parts per checkpoint
+	partialCrashPoint = "checkpoint.before-ack"
+	partialAfterPoint = "checkpoint.after-metadata"
 )
 
 func init() {
@@ -43,10 +46,12 @@ func (c *classroom) partialLesson() (*verdict, error) {
 	// Aligned: a part then holds exactly the records before its cut (no
 	// in-flight data belonging to the channels of another part).
 	r, err := c.cutLesson(n, cutSetup{barriers: "aligned", crash: func(exec run.Executor, cfg run.Config) ([]fault.Spec, error) {
-		if !slices.Contains(exec.FailPoints(), partialCrashPoint) {
-			return nil, fmt.Errorf("--teach %s: %s has no crash point %s", n, exec.Name(), partialCrashPoint)
+		for _, p := range []string{partialCrashPoint, partialAfterPoint} {
+			if !slices.Contains(exec.FailPoints(), p) {
+				return nil, fmt.Errorf("--teach %s: %s has no crash point %s", n, exec.Name(), p)
+			}
 		}
-		return []fault.Spec{{Point: partialCrashPoint, Worker: min(1, exec.Workers(cfg)-1), OnlyWorker: true, Occurrence: partialCrashOccurrence}}, nil
+		return []fault.Spec{{Worker: min(1, exec.Workers(cfg)-1), AtPoint: partialCrashPoint, Occurrence: 1, AfterPoint: partialAfterPoint}}, nil
 	}})
 	if err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func worldLesson(t *testing.T, name string, check func(v *verdict), extra ...str
 	if seen == nil {
 		t.Fatalf("trace --teach %s reached no verdict: exit %d: %s", name, code, stderr)
 	}
-	if code != 0 || !strings.Contains(stdout, "(as predicted)") {
+	if code != 0 || !saysAsPredicted(stdout) {
 		t.Fatalf("trace --teach %s: exit %d, want 0 and the lesson holding:\n%s\n%s", name, code, stdout, stderr)
 	}
 	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {

@@ -2,12 +2,23 @@
 //
 // Two kinds of fault exist:
 //   - worker=W,after-records=N kills worker W once the job has read N input
-//     records (counted over all sources, from the start of the run); with
-//     after-point=NAME added, it waits until the named point has also been
-//     reached once (for example, until the first checkpoint is durable);
+//     records (counted over all sources, from the start of the run);
 //     worker=W,at=DURATION kills it at the first read once DURATION has
-//     passed since the run started (after-point= may be added the same
-//     way; after-records= may not: one kill has one trigger);
+//     passed since the run started (after-records= may not be added: one
+//     kill has one trigger). With after-point=NAME added, either waits
+//     until the named point has also been reached once (for example, until
+//     the first checkpoint is durable): it fires at the first read once
+//     both hold or, when the records (or the time) were there first, at the
+//     point itself, so it fires even when the input is read whole before
+//     the point is reached;
+//   - worker=W,at-point=NAME[,occurrence=K][,after-point=P] kills worker W
+//     at a point: at W's own K-th arrival at NAME (default 1) where workers
+//     pass it, or at the coordinator's K-th arrival where the coordinator
+//     does; arrivals of other workers do not count. With after-point=P,
+//     only arrivals after P has been reached once count (W's first part
+//     written after the first checkpoint is durable, say). Unlike a named
+//     point, it is a worker kill wherever it lands: the coordinator that
+//     reaches NAME carries out W's death and goes on;
 //   - point=NAME[,occurrence=K] crashes the process role that reaches the
 //     named point for the K-th time (default 1). Each executor lists the
 //     points it has (rewind run --executor E --list-fail-points);
@@ -19,7 +30,10 @@
 //
 // Every fault fires once. The Injector is a plain value guarded by a mutex:
 // it decides, the executor carries the crash out (drops the worker's memory,
-// buffers and local files, or restarts its coordinator); a process kill is
+// buffers and local files, or restarts its coordinator). A worker kill can
+// reach the executor through any caller of Read or Point, so the Crash may
+// name another worker than the caller's: the caller then kills that worker,
+// as it would after a read, and goes on. A process kill is
 // carried out by the hook the command sets (KillProcess), since killing the
 // process is the command's business and OS-specific.
 package fault
@@ -36,18 +50,23 @@ import (
 
 // Spec is one parsed --fail value.
 type Spec struct {
-	// Worker kills: Worker >= 0 and AfterRecords > 0.
+	// Worker kills: Worker >= 0 and one trigger, AfterRecords > 0, At > 0
+	// or AtPoint != "".
 	Worker       int
 	AfterRecords int64
 	// AfterPoint, if set, holds a worker kill back until the named point
 	// has been reached at least once, so that a crash lands after a step
 	// of the protocol whatever the scheduling.
 	AfterPoint string
+	// AtPoint, for worker=W,at-point=NAME, kills worker W at its own
+	// Occurrence-th arrival at NAME (or the coordinator's, at a point the
+	// coordinator passes), counting only arrivals after AfterPoint.
+	AtPoint string
 	// At, for a worker kill given as worker=W,at=DURATION, kills worker W
 	// at that wall-clock moment since the run started (at the first read
 	// after it) instead of after a record count.
 	At time.Duration
-	// Named points: Point != "" and Occurrence >= 1.
+	// Named points: Point != "" and Occurrence >= 1 (also AtPoint's).
 	Point      string
 	Occurrence int
 	// OnlyWorker (point=NAME,worker=W) fires the named point only as
@@ -94,8 +113,11 @@ func (s Spec) IsWorkerKill() bool { return s.Point == "" }
 func (s Spec) String() string {
 	if s.IsWorkerKill() {
 		trigger := fmt.Sprintf("after-records=%d", s.AfterRecords)
-		if s.At > 0 {
+		switch {
+		case s.At > 0:
 			trigger = "at=" + s.At.String()
+		case s.AtPoint != "":
+			trigger = fmt.Sprintf("at-point=%s,occurrence=%d", s.AtPoint, s.Occurrence)
 		}
 		if s.AfterPoint != "" {
 			return fmt.Sprintf("worker=%d,%s,after-point=%s", s.Worker, trigger, s.AfterPoint)
@@ -112,7 +134,7 @@ func (s Spec) String() string {
 	return fmt.Sprintf("point=%s%s,occurrence=%d", s.Point, who, s.Occurrence)
 }
 
-const usage = "allowed: worker=W,after-records=N|at=DURATION[,after-point=NAME] or point=NAME[,worker=W][,occurrence=K][,kill=process]"
+const usage = "allowed: worker=W,after-records=N|at=DURATION|at-point=NAME[,occurrence=K][,after-point=NAME] or point=NAME[,worker=W][,occurrence=K][,kill=process]"
 
 // Parse parses one --fail value.
 func Parse(text string) (Spec, error) {
@@ -154,6 +176,8 @@ func Parse(text string) (Spec, error) {
 			s.Point = v
 		case "after-point":
 			s.AfterPoint = v
+		case "at-point":
+			s.AtPoint = v
 		case "kill":
 			if v != "process" {
 				return Spec{}, fmt.Errorf("invalid --fail %q: kill must be process, got %q (%s)", text, v, usage)
@@ -164,8 +188,8 @@ func Parse(text string) (Spec, error) {
 		}
 	}
 	switch {
-	case s.Point != "" && (seen["after-records"] || seen["after-point"] || seen["at"]):
-		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with after-records=, at= or after-point= (%s)", text, usage)
+	case s.Point != "" && (seen["after-records"] || seen["after-point"] || seen["at"] || seen["at-point"]):
+		return Spec{}, fmt.Errorf("invalid --fail %q: point= cannot be combined with after-records=, at=, at-point= or after-point= (%s)", text, usage)
 	case s.Point != "" && seen["worker"] && seen["kill"]:
 		return Spec{}, fmt.Errorf("invalid --fail %q: kill=process kills the process, whichever worker passes the point; drop worker= (%s)", text, usage)
 	case s.Point != "":
@@ -173,16 +197,33 @@ func Parse(text string) (Spec, error) {
 			s.Occurrence = 1
 		}
 		s.OnlyWorker = seen["worker"]
-	case seen["occurrence"]:
-		return Spec{}, fmt.Errorf("invalid --fail %q: occurrence= goes with point= (%s)", text, usage)
+	case seen["occurrence"] && !seen["at-point"]:
+		return Spec{}, fmt.Errorf("invalid --fail %q: occurrence= goes with point= or at-point= (%s)", text, usage)
 	case seen["kill"]:
 		return Spec{}, fmt.Errorf("invalid --fail %q: kill=process goes with point=; a worker kill kills one worker, not the process (%s)", text, usage)
-	case seen["at"] && seen["after-records"]:
-		return Spec{}, fmt.Errorf("invalid --fail %q: at= and after-records= are two triggers; give one (%s)", text, usage)
-	case !seen["worker"] || !(seen["after-records"] || seen["at"]):
-		return Spec{}, fmt.Errorf("invalid --fail %q: a worker kill needs both worker= and a trigger, after-records= or at= (%s)", text, usage)
+	case btoi(seen["at"])+btoi(seen["after-records"])+btoi(seen["at-point"]) > 1:
+		var given []string
+		for _, k := range []string{"at", "after-records", "at-point"} {
+			if seen[k] {
+				given = append(given, k+"=")
+			}
+		}
+		return Spec{}, fmt.Errorf("invalid --fail %q: %s are %s triggers; give one (%s)", text, strings.Join(given, " and "), map[int]string{2: "two", 3: "three"}[len(given)], usage)
+	case !seen["worker"] || !(seen["after-records"] || seen["at"] || seen["at-point"]):
+		return Spec{}, fmt.Errorf("invalid --fail %q: a worker kill needs both worker= and a trigger, after-records=, at= or at-point= (%s)", text, usage)
+	case s.AtPoint != "" && s.AtPoint == s.AfterPoint:
+		return Spec{}, fmt.Errorf("invalid --fail %q: at-point= and after-point= name the same point; drop after-point= or use occurrence= (%s)", text, usage)
+	case s.AtPoint != "" && s.Occurrence == 0:
+		s.Occurrence = 1
 	}
 	return s, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Validate checks named points against the points an executor has and
@@ -191,11 +232,17 @@ func Validate(specs []Spec, points []string, workers int) error {
 	for _, s := range specs {
 		name := s.Point
 		if s.IsWorkerKill() {
-			if s.At < 0 || (s.At == 0 && s.AfterRecords <= 0) || (s.At > 0 && s.AfterRecords > 0) {
-				return fmt.Errorf("invalid --fail %s: a worker kill needs exactly one of at > 0 and after-records > 0", s)
+			if s.At < 0 || btoi(s.At > 0)+btoi(s.AfterRecords > 0)+btoi(s.AtPoint != "") != 1 || s.AfterRecords < 0 {
+				return fmt.Errorf("invalid --fail %s: a worker kill needs exactly one of at > 0, after-records > 0 and at-point", s)
 			}
-			if s.Worker >= workers {
+			if s.AtPoint != "" && s.Occurrence < 1 {
+				return fmt.Errorf("invalid --fail %s: occurrence must be 1 or more", s)
+			}
+			if s.Worker < 0 || s.Worker >= workers {
 				return fmt.Errorf("invalid --fail %s: worker %d does not exist (workers are 0..%d)", s, s.Worker, workers-1)
+			}
+			if err := validateAtPoint(s, points); err != nil {
+				return err
 			}
 			if name = s.AfterPoint; name == "" {
 				continue
@@ -219,6 +266,20 @@ func Validate(specs []Spec, points []string, workers int) error {
 		if !slices.Contains(points, name) {
 			return fmt.Errorf("invalid --fail %s: unknown point %q (list them with --list-fail-points)", s, name)
 		}
+	}
+	return nil
+}
+
+// validateAtPoint checks a worker kill's at-point (if any) the way
+// Validate checks a named point.
+func validateAtPoint(s Spec, points []string) error {
+	switch {
+	case s.AtPoint == "":
+		return nil
+	case slices.Contains(RunPoints, s.AtPoint):
+		return fmt.Errorf("invalid --fail %s: at-point %s comes after the executor has returned, when no worker is left to kill", s, s.AtPoint)
+	case !slices.Contains(points, s.AtPoint):
+		return fmt.Errorf("invalid --fail %s: unknown point %q (list them with --list-fail-points)", s, s.AtPoint)
 	}
 	return nil
 }
@@ -251,6 +312,7 @@ type Injector struct {
 	mu     sync.Mutex
 	specs  []Spec
 	fired  []bool
+	hits   []int // arrivals counted towards each at-point kill
 	counts map[string]int
 	read   int64
 	start  time.Time
@@ -261,7 +323,7 @@ type Injector struct {
 // NewInjector arms specs. Timed kills (at=) count from the moment
 // NewInjector runs unless Start sets the run's own start.
 func NewInjector(specs []Spec) *Injector {
-	return &Injector{specs: specs, fired: make([]bool, len(specs)), counts: map[string]int{}, start: time.Now(), now: time.Now}
+	return &Injector{specs: specs, fired: make([]bool, len(specs)), hits: make([]int, len(specs)), counts: map[string]int{}, start: time.Now(), now: time.Now}
 }
 
 // Start sets the moment timed kills count from (the run's start) and the
@@ -284,9 +346,13 @@ func (in *Injector) Start(start time.Time, now func() time.Time) {
 const Coordinator = -1
 
 // Point is called by worker (or Coordinator) each time it reaches the
-// named point; it returns a *Crash when a fault fires there. A
-// kill=process fault does not return: it kills the process (KillProcess);
-// without that hook it returns a plain error, which fails the run.
+// named point; it returns a *Crash when a fault fires there. The Crash's
+// Worker is the caller's for a named point; a worker kill that fires at
+// the point (at-point, or after-point once its records are read) names
+// its own worker, which may be another one: the caller carries that
+// worker's death out and goes on. A kill=process fault does not return:
+// it kills the process (KillProcess); without that hook it returns a
+// plain error, which fails the run.
 //
 // Every executor passes the result on as an error, the way it passes on
 // any other failure of the step that reached the point: the Crash is a
@@ -300,6 +366,8 @@ func (in *Injector) Point(name string, worker int) error {
 	switch {
 	case !ok:
 		return nil
+	case s.IsWorkerKill():
+		return &Crash{Spec: s, Worker: s.Worker}
 	case !s.KillProcess:
 		return &Crash{Spec: s, Worker: worker}
 	case in.KillProcess == nil:
@@ -318,6 +386,17 @@ func (in *Injector) reach(name string, worker int) (Spec, bool) {
 	byWorker := fmt.Sprintf("%s\x00%d", name, worker)
 	in.counts[byWorker]++
 	for i, s := range in.specs {
+		if in.fired[i] {
+			continue
+		}
+		if s.IsWorkerKill() {
+			if in.killsAt(i, name, worker) {
+				in.fired[i] = true
+				in.Fired = append(in.Fired, s)
+				return s, true
+			}
+			continue
+		}
 		n := in.counts[name]
 		if s.OnlyWorker {
 			if s.Worker != worker {
@@ -334,11 +413,43 @@ func (in *Injector) reach(name string, worker int) (Spec, bool) {
 	return Spec{}, false
 }
 
+// killsAt reports whether worker kill i fires at this arrival of worker at
+// point name (already counted): its at-point's arrival, or its after-point
+// reached once its records (or time) are already due. The caller holds mu.
+func (in *Injector) killsAt(i int, name string, worker int) bool {
+	s := in.specs[i]
+	if s.AtPoint == "" {
+		return s.AfterPoint == name && in.due(s, in.read, 0)
+	}
+	if s.AtPoint != name || (worker != s.Worker && worker != Coordinator) || (s.AfterPoint != "" && in.counts[s.AfterPoint] == 0) {
+		return false
+	}
+	in.hits[i]++
+	return in.hits[i] == s.Occurrence
+}
+
+// due reports whether the trigger of worker kill s (records or time) is
+// met with read records read; elapsed is the time since the start, or 0
+// to have due read the clock. An at-point kill is never due by count or
+// time. The caller holds mu.
+func (in *Injector) due(s Spec, read int64, elapsed time.Duration) bool {
+	switch {
+	case s.AtPoint != "":
+		return false
+	case s.At > 0:
+		if elapsed == 0 {
+			elapsed = in.now().Sub(in.start)
+		}
+		return elapsed >= s.At
+	}
+	return read >= s.AfterRecords
+}
+
 // Read adds n records to the count of records read; it returns a *Crash for
 // the first armed worker kill whose threshold is reached, record count or
 // time since the start (and whose after-point, if any, has been reached).
 // A timed kill is checked here, not by a timer, so it lands at a read like
-// any other worker kill.
+// any other worker kill. An at-point kill fires in Point only.
 func (in *Injector) Read(n int64) error {
 	if in == nil {
 		return nil
@@ -351,11 +462,7 @@ func (in *Injector) Read(n int64) error {
 		if s.At > 0 && elapsed == 0 {
 			elapsed = in.now().Sub(in.start)
 		}
-		due := in.read >= s.AfterRecords
-		if s.At > 0 {
-			due = elapsed >= s.At
-		}
-		if !in.fired[i] && s.IsWorkerKill() && due && (s.AfterPoint == "" || in.counts[s.AfterPoint] > 0) {
+		if !in.fired[i] && s.IsWorkerKill() && in.due(s, in.read, elapsed) && (s.AfterPoint == "" || in.counts[s.AfterPoint] > 0) {
 			in.fired[i] = true
 			in.Fired = append(in.Fired, s)
 			return &Crash{Spec: s, Worker: s.Worker}

@@ -15,6 +15,8 @@ func TestParse(t *testing.T) {
 		"worker=0,at=4.5s":                                               {Worker: 0, At: 4500 * time.Millisecond},
 		"worker=2,at=300ms,after-point=p":                                {Worker: 2, At: 300 * time.Millisecond, AfterPoint: "p"},
 		"point=batch.mid-run,worker=1,occurrence=2":                      {Worker: 1, Point: "batch.mid-run", Occurrence: 2, OnlyWorker: true},
+		"worker=1,at-point=cp.ack":                                       {Worker: 1, AtPoint: "cp.ack", Occurrence: 1},
+		"worker=0,at-point=cp.ack,occurrence=2,after-point=cp.done":      {Worker: 0, AtPoint: "cp.ack", Occurrence: 2, AfterPoint: "cp.done"},
 	}
 	for in, want := range good {
 		got, err := Parse(in)
@@ -42,6 +44,14 @@ func TestParse(t *testing.T) {
 		"worker=1,at=soon":                      "at must be a duration > 0",
 		"worker=1,at=1s,after-records=5":        "two triggers",
 		"point=a,at=1s":                         "cannot be combined",
+		"point=a,at-point=b":                    "cannot be combined",
+		"worker=1,at-point=a,after-records=3":   "after-records= and at-point= are two triggers",
+		"worker=1,at-point=a,at=1s":             "at= and at-point= are two triggers",
+		"at-point=a":                            "needs both",
+		"worker=1,at-point=a,after-point=a":     "name the same point",
+		"worker=1,at-point=a,kill=process":      "goes with point=",
+		"worker=1,at-point=a,occurrence=0":      "whole number",
+		"worker=1,at-point=":                    "at-point= has no value",
 	}
 	for in, phrase := range bad {
 		_, err := Parse(in)
@@ -77,9 +87,11 @@ func TestInjectorFiresOnceAtTheRightOccurrence(t *testing.T) {
 	}
 }
 
-// TestAfterPointHoldsTheKillBack: a worker kill with after-point fires at
-// the first read after both its record threshold and its point are reached,
-// in whichever order they come, and the spec prints as it was written.
+// TestAfterPointHoldsTheKillBack: a worker kill with after-point fires
+// once both its record threshold and its point are reached, whichever
+// comes last: at the point itself when the records were read first (there
+// may be no read after it), at the threshold's read otherwise; and the
+// spec prints as it was written.
 func TestAfterPointHoldsTheKillBack(t *testing.T) {
 	text := "worker=1,after-records=10,after-point=cp.done"
 	s, err := Parse(text)
@@ -90,11 +102,15 @@ func TestAfterPointHoldsTheKillBack(t *testing.T) {
 	if err := in.Read(50); err != nil {
 		t.Fatalf("fired before the point was reached: %v", err)
 	}
-	if err := in.Point("cp.done", -1); err != nil {
-		t.Fatalf("the point itself crashed: %v", err)
+	if err := in.Point("other", 1); err != nil {
+		t.Fatalf("fired at another point: %v", err)
 	}
-	if c, ok := AsCrash(in.Read(1)); !ok || c.Worker != 1 {
-		t.Fatalf("first read after the point: got %v, want a crash of worker 1", c)
+	// The coordinator reaches the point: the kill is worker 1's.
+	if c, ok := AsCrash(in.Point("cp.done", Coordinator)); !ok || c.Worker != 1 || c.Spec != s {
+		t.Fatalf("the point, records read already: got %v, want a crash of worker 1", c)
+	}
+	if err := in.Read(1); err != nil || len(in.Fired) != 1 {
+		t.Fatalf("fired again at a read: %v (fired %v)", err, in.Fired)
 	}
 
 	// Point first, records after.
@@ -225,11 +241,83 @@ func TestTimedKillWaitsForItsAfterPoint(t *testing.T) {
 	if err := in.Read(1); err != nil {
 		t.Fatalf("fired before its after-point: %v", err)
 	}
-	if err := in.Point("p", 0); err != nil {
-		t.Fatalf("the point itself crashed: %v", err)
+	if c, ok := AsCrash(in.Point("p", 1)); !ok || c.Worker != 0 {
+		t.Fatalf("the point, time passed already: got %v, want a crash of worker 0", c)
 	}
+
+	// The point before the time: the first read once the time has passed.
+	now := start
+	in = NewInjector([]Spec{{Worker: 0, At: time.Second, AfterPoint: "p"}})
+	in.Start(start, func() time.Time { return now })
+	if err := in.Point("p", 0); err != nil {
+		t.Fatalf("fired at the point before its time: %v", err)
+	}
+	now = start.Add(time.Second)
 	if _, ok := AsCrash(in.Read(1)); !ok {
-		t.Fatal("did not fire after time and point")
+		t.Fatal("did not fire after point and time")
+	}
+}
+
+// TestAtPoint: worker=W,at-point=NAME fires at W's own K-th arrival at
+// NAME or the coordinator's, never at other workers' arrivals nor at a
+// read, and kills W whoever arrives; with after-point, arrivals before
+// that point do not count.
+func TestAtPoint(t *testing.T) {
+	sp, err := Parse("worker=1,at-point=ack,occurrence=2,after-point=done")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sp.String(); got != "worker=1,at-point=ack,occurrence=2,after-point=done" {
+		t.Errorf("String() = %q", got)
+	}
+	in := NewInjector([]Spec{sp})
+	for i, w := range []int{1, 1, 0} {
+		if err := in.Point("ack", w); err != nil {
+			t.Fatalf("arrival %d (worker %d) before the after-point fired: %v", i, w, err)
+		}
+	}
+	if err := in.Read(1 << 40); err != nil {
+		t.Fatalf("a read fired an at-point kill: %v", err)
+	}
+	_ = in.Point("done", Coordinator)
+	for i, w := range []int{0, 1, 0, 2} {
+		if err := in.Point("ack", w); err != nil {
+			t.Fatalf("arrival %d after the point (worker %d) fired: %v", i, w, err)
+		}
+	}
+	if c, ok := AsCrash(in.Point("ack", Coordinator)); !ok || c.Worker != 1 || c.Spec != sp {
+		t.Fatalf("the second counted arrival (the coordinator's): %v, want a crash of worker 1", c)
+	}
+	if err := in.Point("ack", 1); err != nil || len(in.Pending()) != 0 {
+		t.Fatalf("fired twice: %v, pending %v", err, in.Pending())
+	}
+
+	// Without after-point and occurrence: the first arrival of worker 1.
+	in = NewInjector([]Spec{{Worker: 1, AtPoint: "ack", Occurrence: 1}})
+	if err := in.Point("ack", 0); err != nil {
+		t.Fatalf("worker 0's arrival fired: %v", err)
+	}
+	if c, ok := AsCrash(in.Point("ack", 1)); !ok || c.Worker != 1 {
+		t.Fatalf("worker 1's arrival: %v", c)
+	}
+
+	for _, c := range []struct {
+		spec   Spec
+		phrase string // "" = valid
+	}{
+		{Spec{Worker: 1, AtPoint: "y", Occurrence: 1}, ""},
+		{Spec{Worker: 1, AtPoint: "y", Occurrence: 1, AfterPoint: "z"}, ""},
+		{Spec{Worker: 1, AtPoint: "x", Occurrence: 1}, `unknown point "x"`},
+		{Spec{Worker: 1, AtPoint: "y", Occurrence: 1, AfterPoint: "x"}, `unknown point "x"`},
+		{Spec{Worker: 2, AtPoint: "y", Occurrence: 1}, "worker 2 does not exist"},
+		{Spec{Worker: 1, AtPoint: "y"}, "occurrence must be 1 or more"},
+		{Spec{Worker: 1, AtPoint: "y", Occurrence: 1, AfterRecords: 5}, "exactly one of"},
+		{Spec{Worker: 1, AtPoint: PointMidFinish, Occurrence: 1}, "no worker is left"},
+	} {
+		err := Validate([]Spec{c.spec}, []string{"y", "z"}, 2)
+		if (c.phrase == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.phrase) {
+			t.Errorf("Validate(%s) = %v, want %q", c.spec, err, c.phrase)
+		}
 	}
 }
 
