@@ -312,20 +312,6 @@ func (c *coordinator) drain(ctx context.Context) error {
 	return nil
 }
 
-// point passes the named coordinator crash point; the crash is returned
-// like any other error of the action, which ends this coordinator. A
-// worker kill that fires here (at-point, or after-point once its records
-// are read) is queued for the loop, which kills that worker as a kill at a
-// read does; the coordinator goes on.
-func (c *coordinator) point(name string) error {
-	err := c.x.env.Faults.Point(name, fault.Coordinator)
-	if cr, ok := fault.AsCrash(err); ok && cr.Worker != fault.Coordinator {
-		c.kills = append(c.kills, killRequest{crash: cr, at: time.Now()})
-		return nil
-	}
-	return err
-}
-
 func (c *coordinator) exec(ctx context.Context, a action) error {
 	x := c.x
 	switch a := a.(type) {

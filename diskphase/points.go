@@ -1,5 +1,11 @@
 package diskphase
 
+import (
+	"time"
+
+	"github.com/rewind-engine/rewind/dataflow/fault"
+)
+
 // Named crash points (rewind run --executor diskphase --list-fail-points).
 //
 // A unit point kills the worker running the attempt that reaches it: the
@@ -51,4 +57,18 @@ var failPoints = []string{
 	pointMidRead, pointMidWrite, pointBeforeLedger,
 	pointBeforeCommit, pointMidCommit, pointAfterPartition, pointAfterCommit,
 	pointAfterPlan, pointBeforeRecord, pointAfterRecord, pointPhase,
+}
+
+// point passes the named coordinator crash point; the crash is returned
+// like any other error of the action, which ends this coordinator. A
+// worker kill that fires here (at-point, or after-point once its records
+// are read) is queued for the loop, which kills that worker as a kill at a
+// read does; the coordinator goes on.
+func (c *coordinator) point(name string) error {
+	err := c.x.env.Faults.Point(name, fault.Coordinator)
+	if cr, ok := fault.AsCrash(err); ok && cr.Worker != fault.Coordinator {
+		c.kills = append(c.kills, killRequest{crash: cr, at: time.Now()})
+		return nil
+	}
+	return err
 }
