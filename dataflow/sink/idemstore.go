@@ -253,6 +253,7 @@ func (st *runStore) mergeInto(runs []runMeta, bufSize int, emit func([]byte) err
 		}
 	}
 	ver := func(row []byte) int64 { return int64(binary.BigEndian.Uint64(row[st.verOff:])) }
+	key := make([]byte, 0, st.keyLen)
 	for {
 		best := -1
 		for i, h := range heads {
@@ -276,7 +277,7 @@ func (st *runStore) mergeInto(runs []runMeta, bufSize int, emit func([]byte) err
 		if err := emit(heads[best]); err != nil {
 			return err
 		}
-		key := append([]byte(nil), heads[best][:st.keyLen]...)
+		key = append(key[:0], heads[best][:st.keyLen]...)
 		for i, h := range heads {
 			if h == nil || !bytes.Equal(h[:st.keyLen], key) {
 				continue
