@@ -70,35 +70,30 @@ var destDamages = []destDamage{
 		must(t, os.Remove(p))
 		return p, false, false
 	}},
-	// Every page after the two meta pages overwritten: bbolt trusts its
-	// data pages and panics on such a file unless guarded.
-	{"store-pages-overwritten", "idempotent", func(t *testing.T, _ destExec, out string, _ *rand.Rand) (string, bool, bool) {
-		p := filepath.Join(out, sink.IdempotentStore)
+	// Every row of the oldest run overwritten, or a few seeded bytes
+	// flipped anywhere in it: its checksum in the manifest finds either.
+	{"run-overwritten", "idempotent", func(t *testing.T, _ destExec, out string, _ *rand.Rand) (string, bool, bool) {
+		p := oldestRun(t, out)
 		b := readFile(t, p)
-		page := os.Getpagesize()
-		if len(b) <= 2*page {
-			t.Fatalf("%s has %d bytes: no data page to damage", p, len(b))
-		}
-		for i := 2 * page; i < len(b); i++ {
+		for i := 56; i < len(b); i++ { // past the run's header
 			b[i] = 0xEF
 		}
 		must(t, os.WriteFile(p, b, 0o644))
 		return p, false, false
 	}},
-	// A few seeded bytes flipped anywhere past the meta pages: in a free
-	// page they are harmless, anywhere else they must be found.
-	{"store-bytes-flipped", "idempotent", func(t *testing.T, e destExec, out string, r *rand.Rand) (string, bool, bool) {
-		p := filepath.Join(out, sink.IdempotentStore)
+	{"run-bytes-flipped", "idempotent", func(t *testing.T, e destExec, out string, r *rand.Rand) (string, bool, bool) {
+		p := oldestRun(t, out)
 		b := readFile(t, p)
-		page := os.Getpagesize()
-		if len(b) <= 2*page {
-			t.Fatalf("%s has %d bytes: no data page to damage", p, len(b))
-		}
 		for range 8 {
-			b[2*page+r.IntN(len(b)-2*page)] ^= 0xFF
+			b[r.IntN(len(b))] ^= 0xFF
 		}
 		must(t, os.WriteFile(p, b, 0o644))
-		return p, false, true
+		return p, false, false
+	}},
+	{"run-deleted", "idempotent", func(t *testing.T, _ destExec, out string, _ *rand.Rand) (string, bool, bool) {
+		p := oldestRun(t, out)
+		must(t, os.Remove(p))
+		return p, false, false
 	}},
 	// The store's log holds the rows acknowledged since the store's last
 	// transaction: at the kill the applier may have moved them all into
@@ -186,6 +181,19 @@ var destDamages = []destDamage{
 		must(t, os.WriteFile(p, b, 0o644))
 		return p, false, true
 	}},
+}
+
+// oldestRun returns the idempotent store's oldest run file (the lowest
+// number: they are named _idempotent-<8 digits>.run).
+func oldestRun(t *testing.T, out string) string {
+	t.Helper()
+	runs, err := filepath.Glob(filepath.Join(out, "_idempotent-[0-9]*.run"))
+	must(t, err)
+	if len(runs) == 0 {
+		t.Fatalf("the killed process left no run of the idempotent store in %s: the damage this test is about cannot be made", out)
+	}
+	slices.Sort(runs)
+	return runs[0]
 }
 
 // oldestInProgress is oldestAppend's in-progress file. Disk-phase rolls at

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // idemPendingBytes bounds the acknowledged rows waiting for the applier:
@@ -19,20 +17,18 @@ import (
 // behind. A variable so tests can make the applier the bottleneck.
 var idemPendingBytes = 64 << 20
 
-// applyEvery spaces the applier's transactions: each costs an fsync and a
-// rewrite of every page it touches, and rows gathered for longer touch
-// each page once for more of them (their lag costs no flush anything). A
-// backlog of a quarter of the budget, a drain (Finish) or a full budget
-// starts one at once. (1 s and half the budget measured no better.)
+// applyEvery spaces the applier's runs: each costs three fsyncs (run,
+// manifest, directory) and adds a run the merger must combine, so rows
+// gathered for longer make fewer, larger runs (their lag costs no flush
+// anything). A backlog of a quarter of the budget, a drain (Finish) or a
+// full budget starts one at once.
 var applyEvery = 100 * time.Millisecond
 
 // applyHook, when set (tests only), runs as the applier starts a
 // transaction, with the number of frames it holds.
 var applyHook func(frames int)
 
-var metaApplied = []byte("applied") // the last log frame in the store, uint64
-
-// applier moves acknowledged frames from memory into the bbolt store. The
+// applier moves acknowledged frames from memory into the store's runs. The
 // frames are in the log already; these copies only spare reading it back.
 type applier struct {
 	mu      sync.Mutex
@@ -102,6 +98,16 @@ func (a *applier) appliedSeq() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.applied
+}
+
+// fail marks the store failed (the merger's error): every later flush fails.
+func (a *applier) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.cond.Broadcast()
 }
 
 func (a *applier) failed() error {
@@ -191,13 +197,13 @@ func (s *idempotentSink) dropOldLog(applied int64) error {
 	return nil
 }
 
-// applyChunks upserts the rows of frames (in log order) in one bbolt
-// transaction, which bbolt fsyncs before returning, and records the last
-// frame's number with them: a crash leaves all or none applied. Rows are
-// sorted by key, as bbolt writes ordered keys much faster, and of the rows
+// applyChunks writes the rows of frames (in log order) as one new run,
+// durable with the manifest that names it and the last frame's number: a
+// crash leaves all or none applied. Rows are sorted by key, and of the rows
 // of one key only the winner is written: the greatest version, and among
 // equal versions the last in log order (a replay writes the same row
-// again), as writing them one after another would leave.
+// again), as writing them one after another would leave. Rows of older
+// runs are compared when runs are merged or read.
 func (s *idempotentSink) applyChunks(chunks []logChunk) error {
 	if applyHook != nil {
 		applyHook(len(chunks))
@@ -249,9 +255,7 @@ func (s *idempotentSink) applyChunks(chunks []logChunk) error {
 	vo := 8 * sh.verIdx
 	ver := func(v []byte) int64 { return int64(binary.BigEndian.Uint64(v[vo:])) }
 	lastSeq := chunks[len(chunks)-1].seq
-	return s.update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketRows)
-		added := int64(0)
+	err := s.st.add(func(emit func([]byte) error) error {
 		for i := 0; i < len(idx); {
 			best := row(idx[i].at)
 			j := i + 1
@@ -262,40 +266,13 @@ func (s *idempotentSink) applyChunks(chunks []logChunk) error {
 				}
 			}
 			i = j
-			k, v := best[:keyLen], best[keyLen:]
-			if old := bk.Get(k); old == nil {
-				added++
-			} else {
-				if err := s.checkRow(k, old, colBytes); err != nil {
-					return err
-				}
-				// Greater version wins; an equal one replaces.
-				if ver(old) > ver(v) {
-					continue
-				}
-			}
-			if err := bk.Put(k, v); err != nil {
+			if err := emit(best); err != nil {
 				return err
 			}
 		}
-		// bbolt keeps the values it is given until the commit: two arrays.
-		meta := tx.Bucket(bucketMeta)
-		var nb, sb [8]byte
-		binary.BigEndian.PutUint64(nb[:], uint64(count(tx)+added))
-		if err := meta.Put(metaCount, nb[:]); err != nil {
-			return err
-		}
-		binary.BigEndian.PutUint64(sb[:], uint64(lastSeq))
-		return meta.Put(metaApplied, sb[:])
-	})
-}
-
-// appliedSeq is the last log frame the store holds (0: none).
-func appliedSeq(tx *bolt.Tx) int64 {
-	if v := tx.Bucket(bucketMeta).Get(metaApplied); len(v) == 8 {
-		return int64(binary.BigEndian.Uint64(v))
-	}
-	return 0
+		return nil
+	}, lastSeq)
+	return s.storeErr(err)
 }
 
 // replayLog applies what the log holds beyond the store's last frame,
@@ -305,10 +282,7 @@ func appliedSeq(tx *bolt.Tx) int64 {
 // end cannot be told from frames never written: Attach compares with the
 // run's record of what was acknowledged.
 func (s *idempotentSink) replayLog() error {
-	var applied int64
-	if err := s.view(func(tx *bolt.Tx) error { applied = appliedSeq(tx); return nil }); err != nil {
-		return err
-	}
+	applied := s.st.applied()
 	rowLen := 8*len(s.shape.keyIdx) + 8*len(s.shape.cols) + rowSumLen
 	s.log.dir, s.log.id = s.dir, s.id
 	oldPath, curPath := s.log.path(idemLogOld), s.log.path(IdempotentLog)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // holdApplier keeps the applier from writing any transaction for the rest
@@ -51,14 +49,34 @@ func idemLogKilled(t *testing.T, f *fixture, j *Journal, rotate bool) (rounds []
 	return rounds
 }
 
+// storeRows is how many rows the runs the manifest at path names hold.
 func storeRows(t *testing.T, path string) int {
 	t.Helper()
-	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: time.Second, ReadOnly: true})
-	must(t, err, "open store")
-	defer db.Close()
+	m, present, err := readManifest(path)
+	must(t, err, "read manifest")
+	if !present {
+		t.Fatalf("no manifest at %s", path)
+	}
 	n := 0
-	must(t, db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bucketRows).Stats().KeyN; return nil }), "count")
+	for _, r := range m.runs {
+		n += int(r.rows)
+	}
 	return n
+}
+
+// runFiles lists the run files in dir, oldest first.
+func runFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range dirNames(t, dir) {
+		if _, ok := runNumber(n); ok {
+			out = append(out, filepath.Join(dir, n))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no run file in %s: nothing to damage", dir)
+	}
+	return out
 }
 
 func reopen(t *testing.T, f *fixture, j *Journal) (Sink, error) {
@@ -212,7 +230,7 @@ func TestIdempotentLogDamage(t *testing.T) {
 	}
 }
 
-func flipAt(t *testing.T, p string, at int) {
+func flipAt(t testing.TB, p string, at int) {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	must(t, err, "read")

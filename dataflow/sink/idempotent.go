@@ -12,26 +12,28 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
-// IdempotentStore is the file name of the idempotent sink's embedded store
-// inside the output directory. The leading underscore keeps it invisible.
+// IdempotentStore is the file name of the idempotent store's manifest
+// inside the output directory (idemstore.go): it names the run files
+// _idempotent-<n>.run beside it. The leading underscore keeps them
+// invisible.
 const IdempotentStore = "_idempotent.db"
+
+// idemLockName is the file a process holds locked while it has the
+// store open.
+const idemLockName = "_idempotent.lock"
 
 // idempotentExport is the base name of the visible files Finish writes.
 const idempotentExport = "part-idempotent"
 
-// storeLockTimeout bounds the wait for the store's file lock. bbolt waits
-// forever by default, which turns "another process has this output open"
-// into a hang; a variable so tests need not wait long.
+// storeLockTimeout bounds the wait for the store's file lock, so that
+// "another process has this output open" is an error, not a hang; a
+// variable so tests need not wait long.
 var storeLockTimeout = 3 * time.Second
 
 // exportChunk is how many rows Finish decodes before handing them to the
@@ -39,50 +41,39 @@ var storeLockTimeout = 3 * time.Second
 // tests can cross chunk boundaries cheaply.
 var exportChunk = 1 << 16
 
-var (
-	bucketRows = []byte("rows")
-	bucketMeta = []byte("meta")
-	metaLayout = []byte("layout")
-	metaID     = []byte("id")   // the store's identity (storeRecord.StoreID)
-	metaCount  = []byte("rows") // how many keys bucketRows holds, uint64
-)
+// storeFormat is part of the recorded layout: a store of another format
+// (2: bbolt with row checksums) is refused, not misread.
+const storeFormat = 3
 
-// storeFormat is part of the recorded layout: a store written before rows
-// carried their checksum is refused, not misread.
-const storeFormat = 2
-
-// rowSumLen is the CRC32C of key and value appended to every stored value:
-// bbolt checksums only its meta pages, so a flipped byte in a data page
-// would otherwise come back as a wrong number.
+// rowSumLen is the CRC32C of key and value appended to every stored row.
 const rowSumLen = 4
 
-// idempotentSink upserts rows by write key into a bbolt store that lives in
-// the output directory, so it outlives a crashed process. The key is the
-// encoded write key only: a replayed row lands on the same key and replaces
-// the stored one, never adds to it.
+// idempotentSink upserts rows by write key into a store of sorted runs
+// that lives in the output directory, so it outlives a crashed process.
+// The key is the encoded write key only: a replayed row lands on the same
+// key and replaces the stored one, never adds to it.
 //
 // The output directory is not durable storage, so with a journal attached
 // the store is checked against the run's record of it (Attach): the store's
-// id and, as of the newest commit, at least how many rows it held. Every
-// bbolt call goes through guard, which turns the panics bbolt raises on
-// damaged pages into an error naming the file.
+// id and, as of the newest commit, at least how many rows it held; every
+// run is read and checked against its manifest entry before it is used.
 type idempotentSink struct {
 	*base
-	db   *bolt.DB
-	path string
-	id   string // metaID
+	path   string // the manifest
+	id     string
+	st     runStore
+	unlock func()
 
 	journal *Journal
 	// recorded is the row count the journal last recorded (-1: none);
 	// recMu serialises Commit's records.
-	recMu      sync.Mutex
-	recorded   int64
-	recordedAt time.Time
+	recMu    sync.Mutex
+	recorded int64
 
 	recSeq int64 // the log frame the journal last recorded as acknowledged
 
 	dmu     sync.Mutex
-	damaged error // set by guard: the store is not used again
+	damaged error // the store is not used again
 
 	group groupCommit
 	lmu   sync.Mutex // log.oldLast and rotation
@@ -93,74 +84,61 @@ type idempotentSink struct {
 
 func openIdempotentSink(b *base) (Sink, error) {
 	path := filepath.Join(b.dir, IdempotentStore)
-	fi, err := os.Stat(path)
-	existed := err == nil && fi.Size() > 0
 	s := &idempotentSink{base: b, path: path, recorded: -1}
-	err = s.guard(func() error {
-		var err error
-		s.db, err = bolt.Open(path, 0o644, storeOptions())
-		return err
-	})
-	if errors.Is(err, berrors.ErrTimeout) {
+	unlock, err := lockStore(filepath.Join(b.dir, idemLockName), storeLockTimeout)
+	if errors.Is(err, errStoreLocked) {
 		return nil, fmt.Errorf("opening idempotent store %s: still locked after %s; another process (a running rewind?) has this output open", path, storeLockTimeout)
-	}
-	if err != nil && existed && !errors.Is(err, errDamagedStore) {
-		err = s.damage(err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening idempotent store %s: %w", path, err)
 	}
+	s.unlock = unlock
 	fail := func(err error) (Sink, error) {
-		_ = s.guard(s.db.Close)
+		_ = s.log.close()
+		unlock()
 		return nil, fmt.Errorf("opening idempotent store %s: %w", path, err)
-	}
-	if existed {
-		// A store left by an earlier process is about to be relied on:
-		// every page is walked once before it is.
-		if err := s.check(); err != nil {
-			return fail(err)
-		}
 	}
 	want, err := json.Marshal(map[string]any{"columns": b.shape.cols, "write_key": b.shape.layout.WriteKey, "format": storeFormat})
 	if err != nil {
 		return fail(err)
 	}
-	// The stored rows are raw fixed-width encodings of one layout; reading
-	// them under another would produce garbage, so the layout is recorded
-	// with the rows and checked on every open.
-	err = s.update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketRows); err != nil {
-			return err
-		}
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		got := meta.Get(metaLayout)
-		if got == nil {
-			if err := meta.Put(metaLayout, want); err != nil {
-				return err
-			}
-		} else if !bytes.Equal(got, want) {
-			return fmt.Errorf("it holds rows of layout %s, not %s; use another output directory", got, want)
-		}
-		if id := meta.Get(metaID); id != nil {
-			if !validStoreID(string(id)) {
-				return s.damage(fmt.Errorf("its id %q is not one a store is given", id))
-			}
-			s.id = string(id)
-			return nil
-		}
-		s.id = newStoreID()
-		return meta.Put(metaID, []byte(s.id))
-	})
+	sh := b.shape
+	keyLen := 8 * len(sh.keyIdx)
+	s.st = runStore{dir: b.dir, path: path, keyLen: keyLen, rowLen: keyLen + 8*len(sh.cols) + rowSumLen, verOff: keyLen + 8*sh.verIdx}
+	m, present, err := readManifest(path)
 	if err != nil {
+		if !present {
+			return fail(err)
+		}
+		return fail(s.damage(err))
+	}
+	if !present {
+		m = manifest{layout: want, id: newStoreID(), nextRun: 1}
+		if err := s.st.writeManifest(m); err != nil {
+			return fail(err)
+		}
+	} else if !bytes.Equal(m.layout, want) {
+		// The stored rows are raw fixed-width encodings of one layout;
+		// reading them under another would produce garbage.
+		return fail(fmt.Errorf("it holds rows of layout %s, not %s; use another output directory", m.layout, want))
+	}
+	s.st.man, s.st.id, s.id = m, m.id, m.id
+	if err := s.st.removeOrphans(); err != nil {
 		return fail(err)
+	}
+	// Runs left by an earlier process are about to be relied on: each is
+	// read whole and checked against the manifest first.
+	for _, r := range m.runs {
+		if err := verifyRun(b.dir, m.id, r, s.st.rowLen, keyLen); err != nil {
+			return fail(s.damage(err))
+		}
 	}
 	if err := s.replayLog(); err != nil {
-		_ = s.log.close()
 		return fail(err)
 	}
+	s.st.fail = func(err error) { s.ap.fail(s.storeErr(err)) }
+	s.st.startMerger()
+	signal(s.st.wake) // runs the log replay added may be due a merge
 	go s.runApplier()
 	return s, nil
 }
@@ -179,118 +157,34 @@ func (s *idempotentSink) damage(err error) error {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	if s.damaged == nil {
-		// One line, whatever bbolt's text holds.
 		text := strings.Join(strings.Fields(err.Error()), " ")
 		s.damaged = fmt.Errorf("%w %s: %s; rerun without --resume into a fresh output directory (or with --overwrite)", errDamagedStore, s.path, text)
 	}
 	return s.damaged
 }
 
-// guard runs a bbolt call. bbolt trusts its data pages and panics when one
-// is not what it expects; here that is a damaged file, reported as such,
-// and the store is not touched again.
-func (s *idempotentSink) guard(f func() error) (err error) {
+// isDamaged returns the damage found, if any.
+func (s *idempotentSink) isDamaged() error {
 	s.dmu.Lock()
-	damaged := s.damaged
-	s.dmu.Unlock()
-	if damaged != nil {
-		return damaged
+	defer s.dmu.Unlock()
+	return s.damaged
+}
+
+// storeErr reports an error of the store's files as damage when it is one.
+func (s *idempotentSink) storeErr(err error) error {
+	if errors.Is(err, errRunDamaged) {
+		return s.damage(err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = s.damage(fmt.Errorf("%v", r))
-		}
-	}()
-	// A page pointer into the mapping's hole faults; as a panic it is
-	// recoverable, as the default fatal signal it is not.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	return f()
-}
-
-func (s *idempotentSink) update(f func(*bolt.Tx) error) error {
-	return s.guard(func() error { return s.db.Update(f) })
-}
-
-func (s *idempotentSink) view(f func(*bolt.Tx) error) error {
-	return s.guard(func() error { return s.db.View(f) })
-}
-
-// check runs bbolt's consistency check over the whole store. bbolt runs
-// it on a goroutine of its own, where guard's SetPanicOnFault does not
-// reach: a page in the mapping's hole (SIGBUS) or a page pointer a flipped
-// byte sent astray (SIGSEGV) would kill the process there. So a truncated
-// file is caught first by its size, and every key and value is read once
-// here, under guard, in key order and with each row's checksum verified,
-// before bbolt's check follows the same pages.
-func (s *idempotentSink) check() error {
-	return s.view(func(tx *bolt.Tx) error {
-		if fi, err := os.Stat(s.path); err == nil && fi.Size() < tx.Size() {
-			return s.damage(fmt.Errorf("the file has %d bytes, but its header says %d: it was truncated", fi.Size(), tx.Size()))
-		}
-		if err := s.walk(tx); err != nil {
-			return err
-		}
-		var errs []string
-		n := 0
-		for err := range tx.Check() {
-			if n++; len(errs) < 2 {
-				errs = append(errs, err.Error())
-			}
-		}
-		if n > 0 {
-			return s.damage(fmt.Errorf("%d inconsistencies, first %s", n, strings.Join(errs, "; ")))
-		}
-		return nil
-	})
-}
-
-// walk reads every key and value of every bucket, checking that keys come
-// in order and that every row matches its checksum.
-func (s *idempotentSink) walk(tx *bolt.Tx) error {
-	colBytes := 8 * len(s.shape.cols)
-	return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-		var prev []byte
-		c := b.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if prev != nil && bytes.Compare(prev, k) >= 0 {
-				return s.damage(fmt.Errorf("bucket %s holds key %x after %x: its pages are out of order", name, k, prev))
-			}
-			prev = k
-			if bytes.Equal(name, bucketRows) {
-				if err := s.checkRow(k, v, colBytes); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// count is the number of stored rows, kept in the meta bucket.
-func count(tx *bolt.Tx) int64 {
-	if v := tx.Bucket(bucketMeta).Get(metaCount); len(v) == 8 {
-		return int64(binary.BigEndian.Uint64(v))
-	}
-	return 0
+	return err
 }
 
 // Attach implements Attacher. The first process of a run records the
 // store's id; a later one (--resume) refuses a store that is not that one
-// (deleted, truncated or replaced since: bbolt makes a new, empty store of
-// a missing or empty file) or that holds fewer rows than the newest commit
-// recorded.
+// (deleted, truncated or replaced since: a missing or empty manifest
+// opens as a new, empty store) or that holds fewer rows than the newest
+// commit recorded.
 func (s *idempotentSink) Attach(j *Journal) error {
-	var rows, keys int64
-	err := s.view(func(tx *bolt.Tx) error {
-		rows, keys = count(tx), int64(tx.Bucket(bucketRows).Stats().KeyN)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if rows != keys {
-		return s.damage(fmt.Errorf("it holds %d rows but counted %d when they were written", keys, rows))
-	}
+	rows := s.st.rowsAtLeast()
 	b, err := j.get(storeRecordName)
 	if err != nil {
 		return err
@@ -350,10 +244,7 @@ func (s *idempotentSink) Record(int64) error {
 		return err
 	}
 	seq := s.acked.Load()
-	var rows int64
-	if err := s.view(func(tx *bolt.Tx) error { rows = count(tx); return nil }); err != nil {
-		return err
-	}
+	rows := s.st.rowsAtLeast()
 	s.recMu.Lock()
 	defer s.recMu.Unlock()
 	if seq <= s.recSeq && rows <= s.recorded {
@@ -380,15 +271,11 @@ func (s *idempotentSink) Close() error {
 		return nil
 	}
 	s.ap.halt()
+	s.st.stopMerger()
 	s.lmu.Lock()
 	lerr := s.log.close()
 	s.lmu.Unlock()
-	s.dmu.Lock()
-	s.damaged = nil // closing is allowed, and needed, after damage
-	s.dmu.Unlock()
-	if err := s.guard(s.db.Close); err != nil {
-		return fmt.Errorf("closing idempotent store %s: %w", s.path, err)
-	}
+	s.unlock()
 	if lerr != nil {
 		return fmt.Errorf("closing idempotent store log %s: %w", s.log.path(IdempotentLog), lerr)
 	}
@@ -426,34 +313,34 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 		if err != nil {
 			return err
 		}
-		err = s.view(func(tx *bolt.Tx) error {
-			chunk := exportChunk
-			cols := make([][]int64, len(sh.cols))
-			for i := range cols {
-				cols[i] = make([]int64, 0, chunk)
+		chunk := exportChunk
+		cols := make([][]int64, len(sh.cols))
+		for i := range cols {
+			cols[i] = make([]int64, 0, chunk)
+		}
+		keyLen := s.st.keyLen
+		err = s.st.each(func(row []byte) error {
+			if err := s.checkRow(row[:keyLen], row[keyLen:], 8*len(cols)); err != nil {
+				return err
 			}
-			c := tx.Bucket(bucketRows).Cursor()
-			for k, v := c.First(); k != nil; k, v = c.Next() {
-				if err := s.checkRow(k, v, 8*len(cols)); err != nil {
+			v := row[keyLen:]
+			for i := range cols {
+				cols[i] = append(cols[i], int64(binary.BigEndian.Uint64(v[8*i:])))
+			}
+			if len(cols[0]) == chunk {
+				if err := enc.write(cols); err != nil {
 					return err
 				}
 				for i := range cols {
-					cols[i] = append(cols[i], int64(binary.BigEndian.Uint64(v[8*i:])))
+					cols[i] = cols[i][:0]
 				}
-				if len(cols[0]) == chunk {
-					if err := enc.write(cols); err != nil {
-						return err
-					}
-					for i := range cols {
-						cols[i] = cols[i][:0]
-					}
-				}
-			}
-			if len(cols[0]) > 0 {
-				return enc.write(cols)
 			}
 			return nil
 		})
+		if err == nil && len(cols[0]) > 0 {
+			err = enc.write(cols)
+		}
+		err = s.storeErr(err)
 		if err != nil {
 			return err
 		}

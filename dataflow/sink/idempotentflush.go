@@ -4,19 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-// storeOptions are the bbolt options of the idempotent store. The lock
-// timeout keeps a second process from hanging. The freelist stays synced
-// with every transaction: without it bbolt rebuilds the list at open by
-// walking the pages on a goroutine of its own, where a damaged page is a
-// panic guard cannot catch. The hashmap freelist keeps allocation cheap
-// in a large store.
-func storeOptions() *bolt.Options {
-	return &bolt.Options{Timeout: storeLockTimeout, FreelistType: bolt.FreelistMapType}
-}
 
 // flushReq is one writer's flush waiting for the log append that covers
 // it: frame is its rows with room for a frame header in front.
@@ -99,8 +87,11 @@ func (s *idempotentSink) commit(frame []byte) error {
 // appendFrame writes the rows of every request as one log frame, then
 // hands them to the applier.
 func (s *idempotentSink) appendFrame(batch []*flushReq) error {
-	if err := s.guard(func() error { return nil }); err != nil {
+	if err := s.isDamaged(); err != nil {
 		return err // damaged: nothing is acknowledged any more
+	}
+	if err := s.ap.failed(); err != nil {
+		return err
 	}
 	frame := batch[0].frame
 	if len(batch) > 1 {
@@ -161,8 +152,8 @@ func (w *idempotentWriter) Flush(int64) error {
 
 // encode turns buffered columns into store rows (key, columns, checksum)
 // in one slab behind room for a log frame's header. The slab is the
-// frame's payload and, until the applier is done, the rows bbolt is
-// given: it is never written to again.
+// frame's payload and, until the applier has written them to a run, the
+// applier's rows: it is never written to again.
 func (w *idempotentWriter) encode(chunks [][][]int64) []byte {
 	sh := w.sink.shape
 	ncols := len(sh.cols)

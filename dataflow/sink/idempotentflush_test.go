@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // TestIdempotentGroupCommit: flushes that queue while a transaction is
@@ -85,11 +83,13 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// TestIdempotentApplyFailureFailsLaterFlushes: when the applier's
-// transaction fails (here a stored row fails its checksum), the rows it
-// held are in the log (acknowledged, applied at the next open), but the
-// store is damaged: the next flush, Record and Finish fail naming it.
-func TestIdempotentApplyFailureFailsLaterFlushes(t *testing.T) {
+// TestIdempotentMergeFailureFailsLaterFlushes: when the merger meets a
+// damaged run, the rows acknowledged so far are in the log or in intact
+// runs, but the store is damaged: the next flush, Record and Finish fail
+// naming it.
+func TestIdempotentMergeFailureFailsLaterFlushes(t *testing.T) {
+	defer func(n int) { runFanIn = n }(runFanIn)
+	runFanIn = 2 // the second run starts a merge that reads the first
 	f := newFixture(t)
 	s := f.open(Idempotent, Parquet)
 	defer s.Close()
@@ -100,19 +100,19 @@ func TestIdempotentApplyFailureFailsLaterFlushes(t *testing.T) {
 	must(t, w0.Flush(0), "first flush")
 	must(t, is.ap.drain(), "drain")
 	// Damage the stored row behind the sink's back.
-	must(t, is.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketRows).Cursor()
-		k, v := c.First()
-		bad := append([]byte(nil), v...)
-		bad[0] ^= 1
-		return tx.Bucket(bucketRows).Put(append([]byte(nil), k...), bad)
-	}), "damage")
+	flipAt(t, runFiles(t, f.dir)[0], idemRunHeaderLen+3)
 	write(t, f.mem, w0, f.layout, 1, [][]int64{{1, 1, 1, 0}})
 	must(t, w0.Flush(1), "flush into the log")
 	want := func(err error, what string) {
 		t.Helper()
 		if err == nil || !strings.Contains(err.Error(), "damaged embedded store") || !strings.Contains(err.Error(), is.path) {
 			t.Fatalf("%s after the applier met a damaged row: %v; want an error naming the damaged store", what, err)
+		}
+	}
+	// The merge runs in the background: wait for it to fail.
+	for deadline := time.Now().Add(10 * time.Second); is.ap.failed() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the merger did not fail within 10 s on a damaged run")
 		}
 	}
 	want(is.ap.drain(), "drain")

@@ -27,7 +27,8 @@ import (
 //   - append: part-s<subtask>-a<attempt>-<seq>.<ext>, one per flush, or
 //     with a roll policy (Roll) one per roll, and the writers' in-progress
 //     files under _inprogress/ until their rows are visible and on record;
-//   - idempotent: the bbolt store _idempotent.db, and after Finish its
+//   - idempotent: the store's manifest _idempotent.db, its runs
+//     _idempotent-<n>.run, log _idempotent.log and lock, and after Finish its
 //     export part-idempotent.<ext>;
 //   - transactional: _staging/e<epoch>-s<subtask>-a<attempt>-p<part>.<ext>
 //     until committed, then part-e<epoch>-s<subtask>-p<part>.<ext> (no attempt: a re-delivered epoch replaces).

@@ -61,7 +61,8 @@ func TestRoundTrip(t *testing.T) {
 
 				// Temporary files are gone once every publish returned.
 				if debris := slices.DeleteFunc(dirNames(t, f.dir), func(n string) bool {
-					return isVisible(n) || n == StagingDir || n == IdempotentStore || n == IdempotentLog
+					_, run := runNumber(n)
+					return isVisible(n) || n == StagingDir || n == IdempotentStore || n == IdempotentLog || n == idemLockName || run
 				}); len(debris) != 0 {
 					t.Errorf("hidden files left behind: %v", debris)
 				}
