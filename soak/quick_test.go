@@ -107,7 +107,7 @@ func TestDamage(t *testing.T) {
 		"store/microbatch/etl/RUN-1/offsets/00000000000000000002": "offsets two",
 		"store/microbatch/etl/RUN-0/offsets/00000000000000000001": "another run",
 		"store/microbatch/etl/RUN-1/.tmp-x":                       "a temporary",
-		"out/_idempotent.db":                                      "bbolt",
+		"out/_idempotent.db":                                      "manifest",
 		"out/_idempotent.log":                                     "log",
 		"out/_rewind-run.lock":                                    "",
 		"out/_staging/e3-s0-a1-p0.csv":                            "staged",

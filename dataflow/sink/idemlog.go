@@ -11,12 +11,13 @@ import (
 	"strings"
 )
 
-// The idempotent sink's log. A bbolt transaction rewrites every leaf page
-// it touches, so one per flush cost milliseconds to seconds once flushes
-// held thousands of random keys. A flush is therefore acknowledged once
-// its rows are appended to a sequential log and fsynced; a background
-// applier (idemapply.go) moves them into the bbolt store later, in large
-// key-sorted transactions that record the last frame they hold.
+// The idempotent sink's log. Writing a flush's random keys into the store
+// itself (a B+tree once, a bbolt transaction per flush) cost milliseconds
+// to seconds once flushes held thousands of keys. A flush is therefore
+// acknowledged once its rows are appended to a sequential log and
+// fsynced; a background applier (idemapply.go) moves them into the store
+// of sorted runs (idemstore.go) later, in large key-sorted runs that
+// record the last frame they hold.
 //
 // The log is at most two files: IdempotentLog, being appended to, and
 // idemLogOld, the previous one, which the applier removes once its frames

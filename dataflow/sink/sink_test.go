@@ -458,7 +458,7 @@ func TestIdempotentLayoutChange(t *testing.T) {
 }
 
 // TestConcurrentWriters runs subtasks on their own goroutines, as the
-// executors do, sharing one sink (and, for idempotent, one bbolt handle).
+// executors do, sharing one sink (and, for idempotent, one store).
 // Mostly for the race detector; the result is still checked.
 func TestConcurrentWriters(t *testing.T) {
 	for _, mode := range Modes {
