@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"math"
 	"os"
@@ -101,8 +102,8 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 }
 
 // rollLocked publishes the in-progress file's rows as one visible file,
-// under the name the in-progress file reserved (or the next free one), and
-// tells the flushes waiting on it. The in-progress file is removed once a
+// under the name the in-progress file reserved (or the next free one):
+// from then on readers read that file instead of the tail (tail.go). The in-progress file is removed once a
 // durable recovery point lists the visible one (appendJournal.commitRolled),
 // at once without a journal. w.mu held.
 func (w *appendWriter) rollLocked() error {
@@ -122,7 +123,7 @@ func (w *appendWriter) rollLocked() error {
 	if err != nil {
 		return w.fail(err)
 	}
-	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq)
+	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq, false)
 	if err != nil {
 		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
 	}
@@ -131,10 +132,6 @@ func (w *appendWriter) rollLocked() error {
 	w.closeInProgress()
 	if !w.s.flushed(f) {
 		_ = removeIfExists(filepath.Join(w.sink.dir, ip.name))
-	}
-	now := time.Now()
-	for _, v := range ip.waiting {
-		v(now)
 	}
 	return nil
 }
@@ -212,65 +209,104 @@ func (s *appendSink) Finish() error {
 	return nil
 }
 
-// recoverInProgress publishes the rows a record says the first e.Bytes of
-// an in-progress file hold, after checking them, as a visible file; the
-// rows after them were flushed after the recovery point and come again.
-// A missing or damaged file is refused, naming it.
-func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64) (appendFile, error) {
+// recoverInProgress publishes the rows of an in-progress file an earlier
+// process left as a visible file: its tail was part of the output, so its
+// rows stay visible (those flushed after the recovery point come again,
+// and are counted as duplicates). When a record says what its first
+// e.Bytes hold (recorded), they are checked against it first, and a
+// missing or damaged file is refused, naming it; when the file rolled
+// after that record, only those bytes are published (the visible file
+// the roll made, which no record lists, has the rest); else the rest is checked
+// segment by segment, and an end cut short (a flush a kill interrupted,
+// never acknowledged) is dropped. ok is false when the file holds no
+// complete segment.
+func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64, recorded bool) (f appendFile, ok bool, err error) {
 	path := filepath.Join(s.dir, e.File)
-	data, err := readPrefix(path, e.Bytes, e.CRC32C)
+	damaged := func(err error) error {
+		if !recorded {
+			return fmt.Errorf("in-progress append file %s is damaged: %v: %s", path, err, refuseHint)
+		}
+		return fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
+			path, epoch, err, e.holds(), refuseHint)
+	}
+	data, err := os.ReadFile(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is missing (the run's record of its destination says its first %s): %s",
+	case errors.Is(err, fs.ErrNotExist) && recorded:
+		return appendFile{}, false, fmt.Errorf("in-progress append file %s of recovery point %d is missing (the run's record of its destination says its first %s): %s",
 			path, epoch, e.holds(), refuseHint)
-	case errors.Is(err, errShortPrefix) || errors.Is(err, errPrefixCRC):
-		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
-			path, epoch, err, e.holds(), refuseHint)
+	case errors.Is(err, fs.ErrNotExist):
+		return appendFile{}, false, nil // removed since it was listed
 	case err != nil:
-		return appendFile{}, fmt.Errorf("checking in-progress append file %s: %w", path, err)
+		return appendFile{}, false, fmt.Errorf("checking in-progress append file %s: %w", path, err)
 	}
-	chunks, rows, err := decodeSegments(data, len(s.shape.cols))
-	if err == nil && rows != e.Rows {
-		err = fmt.Errorf("it holds %d rows", rows)
+	var chunks [][][]int64
+	if recorded {
+		switch {
+		case int64(len(data)) < e.Bytes:
+			return appendFile{}, false, damaged(errShortPrefix)
+		case crc32.Checksum(data[:e.Bytes], castagnoli) != e.CRC32C:
+			return appendFile{}, false, damaged(errPrefixCRC)
+		}
+		var rows int64
+		chunks, rows, err = decodeSegments(data[:e.Bytes], len(s.shape.cols))
+		if err == nil && rows != e.Rows {
+			err = fmt.Errorf("it holds %d rows", rows)
+		}
+		if err != nil {
+			return appendFile{}, false, damaged(err)
+		}
+		data = data[e.Bytes:]
+		// Rolled already (a kill before the next record): readers read
+		// the visible file, which holds the rest; only the checked
+		// prefix is published again.
+		if _, err := os.Lstat(filepath.Join(s.dir, filepath.Base(e.File))); err == nil {
+			data = nil
+		}
 	}
-	if err != nil {
-		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
-			path, epoch, err, e.holds(), refuseHint)
+	if _, _, err := decodeTail(data, len(s.shape.cols), &chunks); err != nil {
+		return appendFile{}, false, damaged(err)
+	}
+	if len(chunks) == 0 {
+		return appendFile{}, false, nil
 	}
 	subtask, attempt, err := subtaskAttemptOf(e.File)
 	if err != nil {
-		return appendFile{}, err
+		return appendFile{}, false, err
 	}
 	seq, err := seqOf(e.File)
 	if err != nil {
-		return appendFile{}, err
+		return appendFile{}, false, err
 	}
-	f, err := s.publishChunks(chunks, subtask, attempt, seq)
+	f, err = s.publishChunks(chunks, subtask, attempt, seq, false)
 	if err != nil {
-		return appendFile{}, fmt.Errorf("publishing the rows of in-progress file %s: %w", path, err)
+		return appendFile{}, false, fmt.Errorf("publishing the rows of in-progress file %s: %w", path, err)
 	}
 	f.epoch, f.From = epoch, e.File
-	return f, nil
+	return f, true, nil
 }
 
-// removeInProgress removes the in-progress files no one needs: keep names
-// the ones a resume still relies on.
-func removeInProgress(dir string, keep map[string]bool) error {
+// leftTails lists the in-progress files in dir that keep does not name,
+// split into those a visible file of their name shadows (rolled: readers
+// no longer read them) and the others.
+func leftTails(dir string, keep map[string]bool) (shadowed, live []string, err error) {
 	idir := filepath.Join(dir, InProgressDir)
 	entries, err := os.ReadDir(idir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", idir, err)
+		return nil, nil, fmt.Errorf("listing %s: %w", idir, err)
 	}
 	for _, e := range entries {
-		if keep[filepath.Join(InProgressDir, e.Name())] {
+		rel := filepath.Join(InProgressDir, e.Name())
+		if keep[rel] {
 			continue
 		}
-		if err := removeIfExists(filepath.Join(idir, e.Name())); err != nil {
-			return err
+		if _, err := os.Lstat(filepath.Join(dir, e.Name())); err == nil || !inProgressNameRE.MatchString(rel) {
+			shadowed = append(shadowed, rel)
+		} else {
+			live = append(live, rel)
 		}
 	}
-	return nil
+	return shadowed, live, nil
 }
