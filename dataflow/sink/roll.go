@@ -17,13 +17,13 @@ import (
 // makes one small file per flush: thousands a second at a low buffer
 // timeout, each mostly Parquet footer. With a roll policy an append
 // writer keeps one in-progress file instead, under InProgressDir, and
-// every flush appends its rows to it and fsyncs it: the rows are durable
-// when Flush returns, as before, but not visible. The in-progress file
-// rolls (its rows are written as one visible data file, published the
-// usual way) once it is RollPolicy.Age old or RollPolicy.Size big, as
-// file sinks roll part files. The price is visibility: a row becomes
-// visible at its file's roll, up to Age after its flush, and the latency
-// an executor reports counts until then (VisibleFlusher).
+// every flush appends its rows to it and fsyncs it. The file is part of
+// the output, the writer's tail: readers read its complete segments
+// beside the visible files (tail.go), so a flush's rows are visible when
+// it returns. The in-progress file rolls (its rows are written as one
+// visible data file, published the usual way) once it is RollPolicy.Age
+// old or RollPolicy.Size big, as file sinks roll part files; the price is
+// that its rows are written twice.
 //
 // An in-progress file is a sequence of segments, one per flush:
 //
@@ -35,15 +35,17 @@ import (
 // checks and publishes (see appendroll.go).
 
 // InProgressDir holds the append sink's in-progress files. Its leading
-// underscore keeps it out of the output.
+// underscore keeps it from readers that know only data files (a file:
+// input, --overwrite's check); rewind's own readers read it as the
+// writers' tails (tail.go).
 const InProgressDir = "_inprogress"
 
 // RollPolicy says when an append writer's in-progress file becomes a
 // visible data file.
 type RollPolicy struct {
 	// Age: the file rolls at the first flush (or the sink's next check,
-	// every Age/4) once its first rows are this old. 0 rolls at every
-	// flush: no in-progress file, every flush visible at once.
+	// every Age/4) once its first rows are this old. 0: no in-progress
+	// file, every flush its own visible file.
 	Age time.Duration
 	// Size: the file also rolls at the flush that brings it to this many
 	// bytes (8 per value, a segment header per flush). 0: no size limit.
@@ -69,9 +71,10 @@ func Roll(s Sink, p RollPolicy) error {
 	return nil
 }
 
-// VisibleFlusher is implemented by writers whose Flush may leave rows
-// durable but not visible yet (append with a roll policy). An executor
-// that measures latency until rows are visible uses it.
+// VisibleFlusher is implemented by writers that say when a flush's rows
+// became visible (append: when the flush returns, with or without a roll
+// policy). An executor that measures latency until rows are visible uses
+// it.
 type VisibleFlusher interface {
 	// FlushVisible is Flush; visible is called once with the time the
 	// flushed rows became visible: before FlushVisible returns when they
