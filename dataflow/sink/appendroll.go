@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -176,15 +178,28 @@ func (s *appendSink) Finish() error {
 	s.rollMu.Lock()
 	ws := s.liveWriters()
 	s.rollMu.Unlock()
-	for _, w := range ws {
-		w.mu.Lock()
-		var err error
-		if w.cur != nil && !w.closed && w.err == nil {
-			err = w.rollLocked()
-		}
-		w.mu.Unlock()
+	// With rolling by age and size alone, a bounded run's rows are mostly
+	// still in tails at its end: the writers roll side by side, as many at
+	// once as there are CPUs (each roll holds its file twice in memory).
+	errs := make([]error, len(ws))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.cur != nil && !w.closed && w.err == nil {
+				errs[i] = w.rollLocked()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return err
+			return err // the first: an error is one line
 		}
 	}
 	s.aj.mu.Lock()
