@@ -66,6 +66,7 @@ func (s *appendSink) Close() error {
 	s.rollMu.Unlock()
 	for _, w := range ws {
 		w.mu.Lock()
+		w.waitSealedLocked()
 		w.closeInProgress()
 		w.mu.Unlock()
 	}
@@ -88,6 +89,10 @@ type appendWriter struct {
 	files []appendFile
 	// cur is the open in-progress file, with a roll policy.
 	cur *inProgress
+	// sealed is the previous one while a background roll rewrites it;
+	// sealDone is closed when that roll ends.
+	sealed   *inProgress
+	sealDone chan struct{}
 }
 
 // Flush makes everything buffered durable (see FlushVisible).
@@ -131,7 +136,7 @@ func (w *appendWriter) FlushVisible(epoch int64, visible func(time.Time)) error 
 		visible(time.Now())
 	}
 	if w.cur != nil && w.cur.due(p, time.Now()) {
-		return w.rollLocked()
+		w.sealLocked()
 	}
 	return nil
 }
@@ -213,6 +218,7 @@ func (w *appendWriter) Close() error {
 	if w.cur != nil && !w.closed && w.err == nil {
 		err = w.rollLocked()
 	}
+	w.waitSealedLocked()
 	w.closeInProgress()
 	// Closed under the same lock as the roll: a Write a throttle held
 	// back finds the writer closed when it wakes.

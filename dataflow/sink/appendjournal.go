@@ -338,6 +338,9 @@ func (s *appendSink) Recover(complete int64) error {
 		if w.cur != nil {
 			open[w.cur.name] = true
 		}
+		if w.sealed != nil {
+			open[w.sealed.name] = true
+		}
 		w.mu.Unlock()
 	}
 	s.aj.mu.Lock()

@@ -51,8 +51,7 @@ func (s *appendSink) ageCheck() {
 			for _, w := range ws {
 				w.mu.Lock()
 				if w.cur != nil && !w.closed && w.err == nil && w.cur.due(p, now) {
-					// A failed roll poisons the writer; its next Flush says why.
-					_ = w.rollLocked()
+					w.sealLocked()
 				}
 				w.mu.Unlock()
 			}
@@ -105,37 +104,99 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 
 // rollLocked publishes the in-progress file's rows as one visible file,
 // under the name the in-progress file reserved (or the next free one):
-// from then on readers read that file instead of the tail (tail.go). The in-progress file is removed once a
-// durable recovery point lists the visible one (appendJournal.commitRolled),
-// at once without a journal. w.mu held.
+// from then on readers read that file instead of the tail (tail.go). The
+// in-progress file is removed once a durable recovery point lists the
+// visible one (appendJournal.commitRolled), at once without a journal.
+// A background roll of the writer's previous file is waited for first, so
+// its visible file is there when this returns. w.mu held.
 func (w *appendWriter) rollLocked() error {
+	w.waitSealedLocked()
+	if err := w.check(); err != nil {
+		return err
+	}
 	ip := w.cur
 	if ip == nil {
 		return nil
 	}
-	data, err := readPrefix(filepath.Join(w.sink.dir, ip.name), ip.bytes, ip.crc)
-	if err != nil {
-		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
-	}
-	chunks, _, err := decodeSegments(data, len(w.sink.shape.cols))
-	if err != nil {
-		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
-	}
-	seq, err := seqOf(ip.name)
+	f, err := w.rewrite(ip)
 	if err != nil {
 		return w.fail(err)
 	}
+	w.closeInProgress()
+	w.rolled(ip, f)
+	return nil
+}
+
+// rewrite writes the rows of the in-progress file ip as its visible file.
+// It touches nothing of the writer but its sink: a background roll runs
+// it without w.mu.
+func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
+	path := filepath.Join(w.sink.dir, ip.name)
+	data, err := readPrefix(path, ip.bytes, ip.crc)
+	if err != nil {
+		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
+	}
+	chunks, _, err := decodeSegments(data, len(w.sink.shape.cols))
+	if err != nil {
+		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
+	}
+	seq, err := seqOf(ip.name)
+	if err != nil {
+		return appendFile{}, err
+	}
 	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq, false)
 	if err != nil {
-		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
+		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
 	}
 	f.epoch, f.From = ip.epoch, ip.name
+	return f, nil
+}
+
+// rolled notes the visible file f a roll of ip made. w.mu held.
+func (w *appendWriter) rolled(ip *inProgress, f appendFile) {
 	w.files = append(w.files, f)
-	w.closeInProgress()
 	if !w.s.flushed(f) {
 		_ = removeIfExists(filepath.Join(w.sink.dir, ip.name))
 	}
-	return nil
+}
+
+// sealLocked rolls the in-progress file in the background: its rows are
+// visible already (the tail), so the flush that found it due need not
+// wait while they are written again, and the next flush opens a new file.
+// One background roll per writer at a time: while one runs, the open file
+// keeps growing and rolls after it. w.mu held.
+func (w *appendWriter) sealLocked() {
+	if w.cur == nil || w.sealed != nil {
+		return
+	}
+	ip, done := w.cur, make(chan struct{})
+	w.cur, w.sealed, w.sealDone = nil, ip, done
+	go func() {
+		defer close(done)
+		_ = ip.f.Close()
+		f, err := w.rewrite(ip)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.sealed = nil
+		switch {
+		case err != nil && w.err == nil:
+			// The writer's next Flush says why.
+			_ = w.fail(err)
+		case err == nil:
+			w.rolled(ip, f)
+		}
+	}()
+}
+
+// waitSealedLocked waits for the writer's background roll, if one runs;
+// w.mu held, released while waiting.
+func (w *appendWriter) waitSealedLocked() {
+	for w.sealed != nil {
+		done := w.sealDone
+		w.mu.Unlock()
+		<-done
+		w.mu.Lock()
+	}
 }
 
 // closeInProgress closes the in-progress file's handle and forgets it;
@@ -191,6 +252,7 @@ func (s *appendSink) Finish() error {
 			defer func() { <-sem; wg.Done() }()
 			w.mu.Lock()
 			defer w.mu.Unlock()
+			w.waitSealedLocked()
 			if w.cur != nil && !w.closed && w.err == nil {
 				errs[i] = w.rollLocked()
 			}

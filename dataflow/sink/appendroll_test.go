@@ -104,6 +104,9 @@ func TestAppendRollBySize(t *testing.T) {
 		all = append(all, rows...)
 		f.write(w, 0, rows)
 		must(t, w.Flush(0), "flush")
+		// A due file rolls in the background; one that falls due while
+		// a roll runs waits for it, so each roll is awaited here.
+		w.(*appendWriter).settle()
 	}
 	if n := len(visibleNames(t, f.dir)); n != 4 {
 		t.Fatalf("%d visible files after 12 flushes rolling every 3, want 4: %v", n, visibleNames(t, f.dir))
@@ -334,4 +337,11 @@ func (w *appendWriter) roll() error {
 		return err
 	}
 	return w.rollLocked()
+}
+
+// settle waits for the writer's background roll, if one runs.
+func (w *appendWriter) settle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waitSealedLocked()
 }
