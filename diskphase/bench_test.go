@@ -109,7 +109,7 @@ func materialiseParts(b *testing.B, st storage.Store, parts [][][]int64, comp Co
 	pipe := newPutPipe(ctx, st)
 	total := 0
 	for r, cols := range parts {
-		buf := encodeBufs.Get().(*bytes.Buffer)
+		buf := encodeBufs.Get()
 		buf.Reset()
 		buf.Grow(len(cols[0])*len(cols)*8 + 4096)
 		if err := encodeTable(buf, benchNames, cols, encodeOptions{compression: comp, encoder: enc}); err != nil {

@@ -1,28 +1,44 @@
 package diskphase
 
-// This file holds the chunks of a map unit's output. A unit writes each
-// reduce partition's rows as a sequence of files, a chunk whenever its
-// buffer fills, instead of one file per partition when it ends: its memory
-// then follows the budget, not the length of its finite job (about 100
-// bytes a record when a whole bounded input was one job). Readers (reduce
-// units and the commit) take one chunk at a time, so their memory follows
-// one chunk and their state. The ledger names a partition's chunks in one
-// FileRef: the first, then More.
+// This file holds the chunks of the tables units write. A map unit writes
+// each reduce partition's rows as a sequence of files, a chunk whenever
+// its buffer fills, instead of one file per partition when it ends: its
+// memory then follows the budget, not the length of its finite job (about
+// 100 bytes a record when a whole bounded input was one job). A reduce
+// unit writes its output the same way as its operator emits it, and its
+// state table in chunks too (state.go), so beside its operator's state it
+// holds a chunk, not its whole output and a copy of the state. Readers
+// (reduce units, the commit, the next job's restore) take one chunk at a
+// time. The ledger names a table's chunks in one FileRef: the first, then
+// More.
 
 // DefaultChunkRows is the rows a map unit buffers, over all its
 // partitions, before it writes chunks: with keyed-count's four columns
-// 8 MiB, plus up to three encoded chunks on their way to storage. Twice
-// as many made the live heap of two map units about 90 MB rather than 45,
-// and the peak RSS, which follows the collector's slack over it, swing
-// more from run to run.
-const DefaultChunkRows = 256 << 10
+// 4 MiB, plus up to three encoded chunks on their way to storage. The
+// peak RSS follows the collector's slack over the map units' live heap,
+// and a longer map phase meets a higher peak of it: at 512 K rows a 60 M
+// record run peaked 28 % above a 6 M one (paced), at 256 K 33 % (means,
+// unpaced), at 128 K 10 % (docs/memory.md).
+const DefaultChunkRows = 128 << 10
+
+// reduceChunkRows bounds the chunks of a reduce unit's output and state
+// (fewer rows when the map units' budget is smaller, as in tests). A
+// reduce unit holds its operator's state beside them, and its two
+// buffers and the encoded files on their way to storage were about 40 MB
+// at 256 K rows; at 64 K, 10 MB. keyed-count emits its output 64 K rows
+// at a time, so each batch becomes a chunk.
+const reduceChunkRows = 64 << 10
 
 // minChunkRows is the fewest rows a partition's chunk has before the
 // unit's last: every chunk costs a Put and a read, so a unit of many
 // partitions buffers more rather than write tiny files.
 const minChunkRows = 8192
 
-// chunkWriter writes the chunks of one map attempt's partitions.
+// reduceBudget is the chunk budget of a reduce unit's output and state.
+func (x *execution) reduceBudget() int { return min(x.chunkRows, reduceChunkRows) }
+
+// chunkWriter writes the chunks of one attempt's partitions (a reduce
+// unit's output and state are one partition each).
 type chunkWriter struct {
 	a     *attempt
 	pipe  *putPipe

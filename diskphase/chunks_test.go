@@ -1,6 +1,7 @@
 package diskphase
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -156,24 +157,7 @@ func damageExtraChunk(t testing.TB, st storage.Store, x *execution, u UnitID, ac
 			continue
 		}
 		name := f.More[len(f.More)-1].Name
-		raw := st.(storage.RawAccess)
-		switch action {
-		case "delete":
-			err = st.Delete(ctx, name)
-		default:
-			var b []byte
-			if b, err = raw.RawGet(ctx, name); err == nil {
-				if action == "truncate" {
-					b = b[:len(b)/2]
-				} else {
-					b[len(b)/2] ^= 0x40
-				}
-				err = raw.RawPut(ctx, name, b)
-			}
-		}
-		if err != nil {
-			t.Errorf("%s %s: %v", action, name, err)
-		}
+		damageObject(t, st, name, action)
 		return name
 	}
 	return ""
@@ -204,5 +188,30 @@ func TestLedgerWithoutMoreReadsAsOneChunk(t *testing.T) {
 	}
 	if got != "abc" || f.totalRows() != 9 || !f.names("c") || f.names("d") || f.names("") {
 		t.Fatalf("chunks %q, rows %d", got, f.totalRows())
+	}
+}
+
+// TestEncodeBufsBounded: the free list of encoding buffers keeps at most
+// maxInFlight of them, none larger than maxSpareBuf, and hands kept ones
+// out before new ones.
+func TestEncodeBufsBounded(t *testing.T) {
+	l := &bufList{spare: make(chan *bytes.Buffer, maxInFlight)}
+	var put []*bytes.Buffer
+	for range maxInFlight + 3 {
+		b := new(bytes.Buffer)
+		b.Grow(1 << 10)
+		put = append(put, b)
+		l.Put(b)
+	}
+	big := new(bytes.Buffer)
+	big.Grow(maxSpareBuf + 1)
+	l.Put(big)
+	for i := range maxInFlight {
+		if b := l.Get(); b != put[i] {
+			t.Fatalf("Get %d returned a buffer that was not kept", i)
+		}
+	}
+	if b := l.Get(); b.Cap() != 0 {
+		t.Fatalf("the list kept more than %d buffers (or the one of %d bytes)", maxInFlight, b.Cap())
 	}
 }

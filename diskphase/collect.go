@@ -95,8 +95,10 @@ func (x *execution) finalSweep(ctx context.Context) error {
 		last = max(last, j)
 	}
 	for u, e := range d.reduces {
-		if u.Job == last && e.State != nil && e.State.Name != "" {
-			keep[e.State.Name] = true
+		if u.Job == last && e.State != nil {
+			for _, c := range e.State.chunks() {
+				keep[c.Name] = true
+			}
 		}
 	}
 	objs, err := x.store.List(ctx, x.names.root)

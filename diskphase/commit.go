@@ -119,7 +119,9 @@ func (c *coordinator) commit(ctx context.Context, a actCommit) error {
 	}
 	now := time.Now()
 	c.commitJ = -1
-	x.handover.visible(x, a, now)
+	x.handover.visible(a.Commit.Ends, now, func(d time.Duration, n int64) {
+		x.met.visibleLatency(now, d, n)
+	})
 	wm, ok := c.wms[a.Job]
 	if !ok {
 		wm = operator.NoWatermark

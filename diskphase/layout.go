@@ -19,8 +19,8 @@ import (
 //	j<J>/ledger/r<r>.json                    reduce unit r finished (output, state, checksums)
 //	j<J>/map/s<s>/a<attempt>/p<r>.c<k>.parquet  chunk k of split s's map output for reduce partition r
 //	j<J>/map/s<s>/a<attempt>/out.c<k>.parquet   map-only jobs: chunk k of the unit's output rows
-//	j<J>/state/p<r>/a<attempt>.parquet       reduce partition r's state after job J
-//	j<J>/out/p<r>/a<attempt>.parquet         reduce partition r's output rows (staged)
+//	j<J>/state/p<r>/a<attempt>.c<k>.parquet  chunk k of reduce partition r's state after job J
+//	j<J>/out/p<r>/a<attempt>.c<k>.parquet    chunk k of reduce partition r's output rows (staged)
 //	j<J>/published/p<r>                      append sink: partition r of job J was written
 //	j<J>/_SUCCESS                            job commit marker (the tracker and offsets after J)
 //
@@ -68,12 +68,14 @@ func (n names) mapOutFile(j, split, attempt, chunk int) string {
 	return fmt.Sprintf("%ss%05d/a%d/out.c%05d.parquet", n.mapDir(j), split, attempt, chunk)
 }
 
-func (n names) stateFile(j, part, attempt int) string {
-	return fmt.Sprintf("%sp%05d/a%d.parquet", n.stateDir(j), part, attempt)
+// stateFile names chunk k of a reduce unit's state table (state.go).
+func (n names) stateFile(j, part, attempt, chunk int) string {
+	return fmt.Sprintf("%sp%05d/a%d.c%05d.parquet", n.stateDir(j), part, attempt, chunk)
 }
 
-func (n names) outFile(j, part, attempt int) string {
-	return fmt.Sprintf("%sp%05d/a%d.parquet", n.outDir(j), part, attempt)
+// outFile names chunk k of a reduce unit's staged output.
+func (n names) outFile(j, part, attempt, chunk int) string {
+	return fmt.Sprintf("%sp%05d/a%d.c%05d.parquet", n.outDir(j), part, attempt, chunk)
 }
 
 // objectKind classifies a name found by listing the run's namespace.
@@ -299,7 +301,8 @@ func (p JobPlan) active() []int {
 }
 
 // FileRef names a materialised file and what it must contain. A map
-// unit's output for one partition may be written in chunks (chunks.go):
+// unit's output for one partition, a reduce unit's output and its state
+// may be written in chunks (chunks.go):
 // the reference then names the first, and More the others in order, each
 // with its own rows and checksum. Ledgers written before chunks have no
 // More, and read as files of one chunk.

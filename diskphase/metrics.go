@@ -274,6 +274,15 @@ func (m *metrics) rowsWritten(n int64) {
 	m.mu.Unlock()
 }
 
+// visibleLatency records n records that became visible at now, d after
+// they were handed over.
+func (m *metrics) visibleLatency(now time.Time, d time.Duration, n int64) {
+	m.mu.Lock()
+	m.latency.Record(d, n)
+	m.mu.Unlock()
+	m.series.Visible(now, 1, func(int) (time.Duration, int64) { return d, n })
+}
+
 // jobCommitted closes job j's metrics and prints its progress line.
 func (m *metrics) jobCommitted(c JobCommit, wm int64, now time.Time) {
 	m.mu.Lock()

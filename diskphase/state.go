@@ -1,8 +1,8 @@
 package diskphase
 
-// This file holds an operator's state as a table: snapshotting its
-// per-key-group state into columns, and restoring it into a freshly
-// opened operator.
+// This file holds an operator's state as a table: writing its per-key-group
+// state as chunks of a table, and restoring it into a freshly opened
+// operator from them.
 
 import (
 	"context"
@@ -16,39 +16,52 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/operator"
 )
 
-// snapshotColumns flushes nothing (the caller has) and turns the
-// operator's per-key-group state into one table: _kg, then the state
-// columns, key groups ascending.
-func snapshotColumns(st operator.Stateful) ([]string, [][]int64, error) {
+// writeState snapshots the operator (the caller has flushed it) and writes
+// its state as one table in chunks of about budget rows: _kg, then the
+// state columns, key groups ascending. A chunk ends only where a key group
+// does, so a key group is never split and restoreState can insist that
+// key groups ascend strictly over all the chunks. What the unit holds
+// beyond the operator's own snapshot is one chunk's columns and its
+// encoded file, not a second copy of the whole state.
+func (a *attempt) writeState(st operator.Stateful, pipe *putPipe, budget int, name func(chunk int) string) (FileRef, error) {
 	names, err := stateNames(st)
 	if err != nil {
-		return nil, nil, err
+		return FileRef{}, err
 	}
 	parts, err := st.Snapshot()
 	if err != nil {
-		return nil, nil, err
+		return FileRef{}, err
 	}
 	defer operator.ReleaseStates(parts)
 	slices.SortStableFunc(parts, func(a, b operator.KeyGroupState) int { return a.KeyGroup - b.KeyGroup })
-	cols := make([][]int64, len(names))
+	pt := newPartitioner(names, 1, 0, 1)
+	cw := newChunkWriter(a, pipe, names, 1, budget, func(_, k int) string { return name(k) })
+	cols := pt.parts[0].cols
 	for _, p := range parts {
 		n := int(p.Batch.NumRows())
-		for i := 0; i < n; i++ {
+		for range n {
 			cols[0] = append(cols[0], int64(p.KeyGroup))
 		}
 		for c := 1; c < len(names); c++ {
 			arr, ok := p.Batch.Column(c - 1).(*array.Int64)
 			if !ok || arr.NullN() > 0 {
-				return nil, nil, fmt.Errorf("state column %q is not a null-free int64 column", names[c])
+				return FileRef{}, fmt.Errorf("state column %q is not a null-free int64 column", names[c])
 			}
 			cols[c] = append(cols[c], arr.Int64Values()...)
 		}
+		if err := cw.maybeWrite(pt); err != nil {
+			return FileRef{}, err
+		}
 	}
-	return names, cols, nil
+	files, err := cw.finish(pt)
+	if err != nil {
+		return FileRef{}, err
+	}
+	return files[0], nil
 }
 
-// restoreState loads a state table into the freshly opened first operator
-// of ch.
+// restoreState loads a state table, chunk by chunk, into the freshly
+// opened first operator of ch.
 func (a *attempt) restoreState(ctx context.Context, ch *operator.Chain, ref FileRef, producer UnitID) error {
 	st := ch.Op(0).(operator.Stateful)
 	x := a.x
@@ -56,35 +69,41 @@ func (a *attempt) restoreState(ctx context.Context, ch *operator.Chain, ref File
 	if err != nil {
 		return err
 	}
-	data, err := x.fetch(ctx, ref, producer)
-	if err != nil {
-		return err
-	}
-	cols := newColumns(names)
-	if _, err := decodeFile(data, ref, producer, int64Schema(names), x, cols.add); err != nil {
-		return err
-	}
-	kgs := cols.cols[0]
 	stateSchema := st.StateSchema()
 	var parts []operator.KeyGroupState
 	defer func() { operator.ReleaseStates(parts) }()
-	for lo := 0; lo < len(kgs); {
-		hi := lo
-		for hi < len(kgs) && kgs[hi] == kgs[lo] {
-			hi++
+	cols := newColumns(names)
+	for _, c := range ref.chunks() {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
 		}
-		kg := kgs[lo]
-		if kg < 0 || kg >= keygroup.Count || (len(parts) > 0 && int64(parts[len(parts)-1].KeyGroup) >= kg) {
-			return &fileBadError{producer: producer, file: ref.Name, reason: fmt.Sprintf("has key group %d out of order", kg)}
+		data, err := x.fetch(ctx, c, producer)
+		if err != nil {
+			return err
 		}
-		arrs := make([]arrow.Array, len(names)-1)
-		for c := range arrs {
-			arr, vals := operator.AllocInt64(x.env.Alloc, hi-lo)
-			copy(vals, cols.cols[c+1][lo:hi])
-			arrs[c] = arr
+		cols.reset()
+		if _, err := decodeFile(data, c, producer, int64Schema(names), x, cols.add); err != nil {
+			return err
 		}
-		parts = append(parts, operator.KeyGroupState{KeyGroup: int(kg), Batch: operator.NewBatchOwning(stateSchema, hi-lo, arrs...)})
-		lo = hi
+		kgs := cols.cols[0]
+		for lo := 0; lo < len(kgs); {
+			hi := lo
+			for hi < len(kgs) && kgs[hi] == kgs[lo] {
+				hi++
+			}
+			kg := kgs[lo]
+			if kg < 0 || kg >= keygroup.Count || (len(parts) > 0 && int64(parts[len(parts)-1].KeyGroup) >= kg) {
+				return &fileBadError{producer: producer, file: c.Name, reason: fmt.Sprintf("has key group %d out of order", kg)}
+			}
+			arrs := make([]arrow.Array, len(names)-1)
+			for i := range arrs {
+				arr, vals := operator.AllocInt64(x.env.Alloc, hi-lo)
+				copy(vals, cols.cols[i+1][lo:hi])
+				arrs[i] = arr
+			}
+			parts = append(parts, operator.KeyGroupState{KeyGroup: int(kg), Batch: operator.NewBatchOwning(stateSchema, hi-lo, arrs...)})
+			lo = hi
+		}
 	}
 	return ch.Restore(0, parts)
 }

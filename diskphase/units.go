@@ -201,7 +201,10 @@ func (a *attempt) runMap(ctx context.Context, t *mapTask) (*MapEntry, error) {
 
 // runReduce runs a reduce unit: restore the state carried from the
 // previous finite job, read this partition's chunks of every map unit, run
-// the keyed operator, and materialise its output and its state.
+// the keyed operator, and materialise its output and its state. Both are
+// written in chunks as they are made (chunks.go, state.go), so the unit
+// holds its operator's state and a chunk or two, not its whole output and
+// a copy of its state beside them.
 func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, error) {
 	x := a.x
 	topo := x.topo
@@ -213,8 +216,20 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 	}
 	defer ops.Close()
 	op := ops.Op(0)
-	out := newColumns(topo.outNames)
-	last := operator.EmitFunc(out.add)
+
+	// Puts still in flight when an attempt fails are waited for here.
+	pipe := newPutPipe(ctx, x.store)
+	defer pipe.wait()
+	out := newPartitioner(topo.outNames, 1, 0, p)
+	outW := newChunkWriter(a, pipe, topo.outNames, 1, x.reduceBudget(), func(_, k int) string {
+		return x.names.outFile(t.Job, t.Partition, a.num, k)
+	})
+	last := operator.EmitFunc(func(b arrow.RecordBatch) error {
+		if err := out.add(b); err != nil {
+			return err
+		}
+		return outW.maybeWrite(out)
+	})
 	if t.StateOnly {
 		// The output of a committed job was published already.
 		last = func(arrow.RecordBatch) error { return nil }
@@ -278,25 +293,21 @@ func (a *attempt) runReduce(ctx context.Context, t *reduceTask) (*ReduceEntry, e
 		ent.LateRows = lc.LateRows()
 	}
 
-	pipe := newPutPipe(ctx, x.store)
-	defer pipe.wait()
-	if st, ok := op.(operator.Stateful); ok {
-		names, cols, err := snapshotColumns(st)
+	if !t.StateOnly {
+		files, err := outW.finish(out)
 		if err != nil {
 			return nil, err
 		}
-		ref, err := a.materialise(pipe, x.names.stateFile(t.Job, t.Partition, a.num), names, cols)
+		ent.Out = files[0]
+	}
+	if st, ok := op.(operator.Stateful); ok {
+		ref, err := a.writeState(st, pipe, x.reduceBudget(), func(k int) string {
+			return x.names.stateFile(t.Job, t.Partition, a.num, k)
+		})
 		if err != nil {
 			return nil, err
 		}
 		ent.State = &ref
-	}
-	if !t.StateOnly {
-		ref, err := a.materialise(pipe, x.names.outFile(t.Job, t.Partition, a.num), topo.outNames, out.cols)
-		if err != nil {
-			return nil, err
-		}
-		ent.Out = ref
 	}
 	if err := pipe.wait(); err != nil {
 		return nil, err

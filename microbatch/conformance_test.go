@@ -112,8 +112,8 @@ func listing() runtest.Listing {
 			{Name: pre + offsetsName(1), Size: 20},
 			{Name: pre + offsetsName(2), Size: 20},
 			{Name: pre + manifestName(1), Size: 5},
-			{Name: pre + stateObjectName(1, "count", 0), Size: 100},
-			{Name: pre + stateObjectName(2, "count", 0), Size: 100},
+			{Name: pre + stateObjectName(1, "count"), Size: 100},
+			{Name: pre + stateObjectName(2, "count"), Size: 100},
 			{Name: pre + offsetsName(3), Size: 20}, // written ahead beside commits/2, which did not land
 			{Name: "recordwise/keyed-count/r1/chk-00000000000000000001/_metadata", Size: 1},
 		},

@@ -7,9 +7,10 @@
 // partition, (2) durably logs offsets/N before any work on the batch, (3)
 // runs the finite job over [start, end) on the workers (stages and hash
 // exchanges inside the batch, the shared operators only), (4) writes state
-// version N (per stage and key group; deltas, a full snapshot every K
-// versions, and a manifest) while (5) it hands the batch to the sink with
-// its batch id, and, once both are durable, (6) logs commits/N; a
+// version N (one object per stateful stage holding what changed in its
+// key groups, as deltas or a full snapshot, and a manifest) while (5) it
+// hands the batch to the sink with its batch id and makes the sink's
+// record of it durable, and, once both are durable, (6) logs commits/N; a
 // transactional sink publishes batch N only after that. When the next
 // trigger is due by then, batch N+1 is planned and offsets/N+1 written
 // beside commits/N; N+1 runs once both are durable. A restart resumes

@@ -23,9 +23,9 @@ import (
 //	commits/<N>                 the commit entry of batch N (JSON)
 //	state/<N>-manifest          state version N: the objects each (stage,
 //	                            key group) is rebuilt from (JSON)
-//	state/<N>-op-<stage>-s<i>   key-group states of one stage subtask that
-//	                            changed in version N, whole or as edits
-//	                            (package state delta object)
+//	state/<N>-op-<stage>        key-group states of one stage (all its
+//	                            subtasks) that changed in version N, whole
+//	                            or as edits (package state delta object)
 //
 // <N> is the batch id as 20 zero-padded digits, so names sort by batch.
 
@@ -49,8 +49,13 @@ func batchName(n int64) string { return fmt.Sprintf("%0*d", idDigits, n) }
 func offsetsName(n int64) string  { return dirOffsets + batchName(n) }
 func commitName(n int64) string   { return dirCommits + batchName(n) }
 func manifestName(v int64) string { return dirState + batchName(v) + "-manifest" }
-func stateObjectName(v int64, stage string, subtask int) string {
-	return dirState + batchName(v) + "-op-" + stage + "-s" + strconv.Itoa(subtask)
+
+// stateObjectName is the object of one stateful stage in version v: the
+// key groups of every subtask that changed. (Runs written before one
+// object per stage kept one per subtask, "...-op-<stage>-s<i>"; their
+// manifests name them, so they still restore.)
+func stateObjectName(v int64, stage string) string {
+	return dirState + batchName(v) + "-op-" + stage
 }
 
 // parseID parses a zero-padded batch id at the start of s. Only digits

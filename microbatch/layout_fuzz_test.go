@@ -20,10 +20,10 @@ func FuzzDecodeEntries(f *testing.F) {
 			WatermarkBefore: -1, Watermark: 15, Tracker: eventtime.State{MaxTS: []int64{19, 2}, Done: []bool{false, true}}},
 		commitEntry{Format: formatVersion, Batch: 7, StateVersion: 5, InputRows: 13, CommittedUnixNano: 1},
 		manifestEntry{Format: manifestFormat, Version: 5, Full: true, Stages: map[string][]stateRef{
-			"count": {{Object: stateObjectName(4, "count", 0), KeyGroups: []int{0, 3}}, {Object: stateObjectName(5, "count", 1), KeyGroups: []int{127}}}}},
+			"count": {{Object: stateObjectName(4, "count"), KeyGroups: []int{0, 3}}, {Object: stateObjectName(5, "count"), KeyGroups: []int{127}}}}},
 		// A chain: key group 3 whole in version 4, edited in version 5.
 		manifestEntry{Format: manifestFormat, Version: 5, DeltaBytes: 99, Stages: map[string][]stateRef{
-			"count": {{Object: stateObjectName(4, "count", 0), KeyGroups: []int{0, 3}}, {Object: stateObjectName(5, "count", 0), KeyGroups: []int{3}}}}},
+			"count": {{Object: stateObjectName(4, "count"), KeyGroups: []int{0, 3}}, {Object: stateObjectName(5, "count"), KeyGroups: []int{3}}}}},
 	} {
 		b, err := encodeEntry(v)
 		if err != nil {
@@ -91,7 +91,7 @@ func reencode(t *testing.T, v any) []byte {
 // FuzzParseListing: every name is either unknown or parsed as exactly the
 // object the executor writes under that name; listed ids ascend.
 func FuzzParseListing(f *testing.F) {
-	f.Add(strings.Join([]string{offsetsName(0), commitName(0), manifestName(0), stateObjectName(0, "count", 1),
+	f.Add(strings.Join([]string{offsetsName(0), commitName(0), manifestName(0), stateObjectName(0, "count"),
 		offsetsName(12), "offsets/1", "state/00000000000000000003-x", "commits/-0000000000000000001"}, "\n"))
 	f.Fuzz(func(t *testing.T, list string) {
 		names := strings.Split(list, "\n")

@@ -354,7 +354,7 @@ func TestPlanRestart(t *testing.T) {
 		{"one uncommitted", []string{offsetsName(3), offsetsName(4), offsetsName(5), commitName(3), commitName(4)},
 			RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
 		{"leftover state of the uncommitted batch is ignored", []string{offsetsName(4), offsetsName(5), commitName(4),
-			manifestName(5), stateObjectName(5, "count", 0)}, RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
+			manifestName(5), stateObjectName(5, "count")}, RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
 		{"one uncommitted, one planned ahead of its commit", []string{offsetsName(4), offsetsName(5), offsetsName(6), commitName(4)},
 			RestartPlan{LastCommitted: 4, Rerun: 5, Next: 6}, ""},
 		{"three uncommitted", []string{offsetsName(4), offsetsName(5), offsetsName(6), offsetsName(7), commitName(4)}, RestartPlan{}, "damaged"},
@@ -387,9 +387,9 @@ func TestParseListingKeepsUnknownNames(t *testing.T) {
 func TestRetentionDeletes(t *testing.T) {
 	var names []string
 	for b := int64(0); b <= 20; b++ {
-		names = append(names, offsetsName(b), commitName(b), manifestName(b), stateObjectName(b, "count", 0))
+		names = append(names, offsetsName(b), commitName(b), manifestName(b), stateObjectName(b, "count"))
 	}
-	names = append(names, offsetsName(21), stateObjectName(21, "count", 0)) // batch 21 in flight
+	names = append(names, offsetsName(21), stateObjectName(21, "count")) // batch 21 in flight
 	l := ParseListing(names)
 	// Keep 5 batches (16..20); commit 16 names version 15, whose manifest
 	// builds on the full snapshot at 12.
@@ -406,7 +406,7 @@ func TestRetentionDeletes(t *testing.T) {
 			{offsetsName(b), b >= 16},
 			{commitName(b), b >= 16 || b == 21},
 			{manifestName(b), b >= 15},
-			{stateObjectName(b, "count", 0), b >= 12},
+			{stateObjectName(b, "count"), b >= 12},
 		}
 		for _, c := range checks {
 			if gone[c.name] == c.keep {
@@ -427,7 +427,7 @@ func TestRetentionDeletes(t *testing.T) {
 	for _, d := range del {
 		gone[d] = true
 	}
-	if !gone[manifestName(17)] || gone[manifestName(18)] || !gone[stateObjectName(17, "count", 0)] || gone[stateObjectName(18, "count", 0)] {
+	if !gone[manifestName(17)] || gone[manifestName(18)] || !gone[stateObjectName(17, "count")] || gone[stateObjectName(18, "count")] {
 		t.Errorf("stateless retention deleted %v", del)
 	}
 }

@@ -6,6 +6,7 @@ package microbatch
 // and the last steps of a bounded run.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,8 +127,8 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 	return first
 }
 
-// commitState writes state version N: per (stage, subtask) the key groups
-// that changed, and the manifest. Snapshots are taken and encoded here;
+// commitState writes state version N: per stage the key groups that
+// changed, in one object for all its subtasks, and the manifest. Snapshots are taken and encoded here;
 // the writes run beside the loop (concurrently with the sink flush), all at
 // once: the manifest need not wait for the objects, because no restart
 // reads a version before a commit entry names it, and commits/N waits for
@@ -198,20 +199,29 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		blob []byte
 	}
 	var writes []write
-	// Encode every subtask's key groups in parallel.
+	// One object per stateful stage, holding every subtask's key groups;
+	// the stages are encoded in parallel.
+	var stages [][]*stageSnap
+	slices.SortFunc(snaps, func(a, b *stageSnap) int { return cmp.Or(a.si-b.si, a.worker.id-b.worker.id) })
+	for i, s := range snaps {
+		if i == 0 || s.si != snaps[i-1].si {
+			stages = append(stages, nil)
+		}
+		stages[len(stages)-1] = append(stages[len(stages)-1], s)
+	}
 	type encoded struct {
 		blob          []byte
 		whole, edited []int
 	}
-	enc := make([]encoded, len(snaps))
-	encs := make([]func() error, len(snaps))
-	for i, s := range snaps {
+	enc := make([]encoded, len(stages))
+	encs := make([]func() error, len(stages))
+	for i, ss := range stages {
 		encs[i] = func() error {
-			id := c.topo.stages[s.si].ID
+			id := c.topo.stages[ss[0].si].ID
 			e := &enc[i]
 			var err error
-			if e.blob, e.whole, e.edited, err = s.encode(stateObjectName(n, id, s.worker.id), full); err != nil {
-				return fmt.Errorf("encoding state of stage %s subtask %d: %w", id, s.worker.id, err)
+			if e.blob, e.whole, e.edited, err = encodeStage(stateObjectName(n, id), ss, full); err != nil {
+				return fmt.Errorf("encoding state of stage %s: %w", id, err)
 			}
 			return nil
 		}
@@ -220,17 +230,19 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		return nil, err
 	}
 	var deltas int64
-	for i, s := range snaps {
-		id := c.topo.stages[s.si].ID
+	for i, ss := range stages {
+		id := c.topo.stages[ss[0].si].ID
 		e := enc[i]
 		a := idx[id]
 		if !full {
-			for _, kg := range s.deleted {
-				a[kg] = nil
+			for _, s := range ss {
+				for _, kg := range s.deleted {
+					a[kg] = nil
+				}
 			}
 		}
 		if e.blob != nil {
-			name := stateObjectName(n, id, s.worker.id)
+			name := stateObjectName(n, id)
 			writes = append(writes, write{name, e.blob})
 			for _, kg := range e.whole {
 				a[kg] = []string{name}
@@ -241,7 +253,9 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 			p.written += int64(len(e.blob))
 			deltas += int64(len(e.blob))
 		}
-		s.keepAsBase()
+		for _, s := range ss {
+			s.keepAsBase()
+		}
 	}
 	if full {
 		p.deltaBytes = 0
@@ -326,6 +340,13 @@ func (c *coordinator) flushSink(ctx context.Context) (Event, error) {
 		if err := c.parallel(PointSinkMidWrite, fns); err != nil {
 			return nil, nil, err
 		}
+		// Every subtask has flushed batch N, and commits/N waits for this
+		// event: the sink's record of the batch's files (see
+		// sink.Sink.Record) is made durable here, beside the state writes,
+		// rather than before the commit entry, one write after the other.
+		if err := c.env.Sink.Record(n); err != nil {
+			return nil, nil, fmt.Errorf("recording the sink's files of batch %d: %w", n, err)
+		}
 		now := time.Now()
 		return SinkDone{Now: now}, func() { c.steps.sink = now.Sub(t0) }, nil
 	})
@@ -347,11 +368,8 @@ func (c *coordinator) logCommit(ctx context.Context) (Event, error) {
 		return nil, err
 	}
 	c.goAsync(func() (Event, func(), error) {
-		// The sink's record of the batch's files is durable before the
-		// batch is (see sink.Sink.Record).
-		if err := c.env.Sink.Record(n); err != nil {
-			return nil, nil, fmt.Errorf("recording the sink's files of batch %d: %w", n, err)
-		}
+		// The sink's record of the batch's files is already durable: the
+		// sink flush made it (flushSink).
 		if err := c.put(ctx, commitName(n), data); err != nil {
 			return nil, nil, fmt.Errorf("logging commit of batch %d: %w", n, err)
 		}

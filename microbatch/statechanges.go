@@ -20,6 +20,7 @@ package microbatch
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -62,15 +63,19 @@ func newPatchGroup(b arrow.RecordBatch) (*patchGroup, error) {
 
 // batch wraps the group's columns as a batch without copying them. It is
 // valid until the group is next patched; its memory is the Go heap's.
-func (g *patchGroup) batch(s *arrow.Schema) arrow.RecordBatch {
-	arrs := make([]arrow.Array, len(g.cols))
-	for c, v := range g.cols {
+func (g *patchGroup) batch(s *arrow.Schema) arrow.RecordBatch { return int64Batch(s, g.cols) }
+
+// int64Batch wraps int64 columns of equal length as a batch of schema s,
+// without copying them; its memory is the Go heap's.
+func int64Batch(s *arrow.Schema, cols [][]int64) arrow.RecordBatch {
+	arrs := make([]arrow.Array, len(cols))
+	for c, v := range cols {
 		buf := memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(v))
 		data := array.NewData(arrow.PrimitiveTypes.Int64, len(v), []*memory.Buffer{nil, buf}, nil, 0, 0)
 		arrs[c] = array.NewInt64Data(data)
 		data.Release()
 	}
-	return operator.NewBatchOwning(s, len(g.cols[0]), arrs...)
+	return operator.NewBatchOwning(s, len(cols[0]), arrs...)
 }
 
 // usesChanges reports whether stage op's state versions come from its
@@ -124,7 +129,7 @@ func (w *worker) takeChanges(si int, alloc memory.Allocator) (*stageSnap, error)
 		}
 		var ch *groupDiff
 		if g.Entries {
-			ch, err = patchEntries(base, g, hc.KeyColumn, alloc)
+			ch, err = patchEntries(base, g, hc.KeyColumn, &w.scratch)
 		} else {
 			ch, err = patchWhole(base, g, alloc)
 		}
@@ -179,7 +184,12 @@ func patchWhole(base *[keygroup.Count]*patchGroup, g operator.GroupChange, alloc
 // patchEntries writes g's entries into the base of their group in place
 // (new ones at its end) and returns the edit that does the same to the
 // stored version, or nil when no entry differs from the base.
-func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, keyCol int, alloc memory.Allocator) (*groupDiff, error) {
+//
+// The replaced rows are marked in a bitset over the group's rows (sc), so
+// they come out in position order without a sort, and a run of adjacent
+// ones is one copy, skip, take; the rows the edit takes are copied out of
+// the hand-over's columns into the Go heap, without the allocator.
+func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, keyCol int, sc *patchScratch) (*groupDiff, error) {
 	vals, ok := state.Int64Columns(g.Batch)
 	if !ok || keyCol < 0 || keyCol >= len(vals) {
 		return nil, fmt.Errorf("entries of schema %s keyed by column %d are not plain int64 columns", g.Batch.Schema(), keyCol)
@@ -200,14 +210,29 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 		pg.sum, pg.hasSum = state.RowsChecksumCols(pg.cols, pg.rows(), uni), true
 	}
 	baseRows := pg.rows()
-	// repl packs each replaced entry as position<<32 | hand-over row, so
-	// sorting by position is a plain integer sort.
-	repl := make([]uint64, 0, len(vals[keyCol]))
+	sc.reset(baseRows)
+	replaced := 0
 	var added []int
 	keys := vals[keyCol]
+	// Every lookup first, in a loop of its own: the base and its index
+	// are mostly out of cache by the next batch, and independent lookups
+	// let the CPU wait for several misses at once instead of one per
+	// entry (the entry loop below also reads the rows it finds).
+	if cap(sc.pos) < len(keys) {
+		sc.pos = make([]int32, len(keys))
+	}
+	found := sc.pos[:len(keys)]
 	for r, k := range keys {
-		pos, ok := pg.index.get(k)
-		if !ok {
+		found[r] = int32(pg.index.lookup(k))
+	}
+	for r, k := range keys {
+		pos := int(found[r])
+		if pos < 0 {
+			// Not in the base: new, unless handed over twice.
+			if _, dup := pg.index.get(k); dup {
+				sc.clear()
+				return nil, fmt.Errorf("key %d handed over twice in one hand-over", k)
+			}
 			at := pg.rows()
 			pg.index.put(k, at)
 			for c := range vals {
@@ -217,9 +242,14 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 			added = append(added, r)
 			continue
 		}
+		if sc.bits[pos>>6]&(1<<(pos&63)) != 0 {
+			sc.clear()
+			return nil, fmt.Errorf("key %d handed over twice in one hand-over", k)
+		}
 		same := true
 		for c := range vals {
-			same = same && pg.cols[c][pos] == vals[c][r]
+			// The key column matched in the index.
+			same = same && (c == keyCol || pg.cols[c][pos] == vals[c][r])
 		}
 		if same {
 			continue // handed over again (a version not acknowledged)
@@ -229,34 +259,52 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 			pg.cols[c][pos] = vals[c][r]
 		}
 		pg.sum += state.RowHash(pg.cols, pos, uni)
-		repl = append(repl, uint64(pos)<<32|uint64(r))
+		sc.bits[pos>>6] |= 1 << (pos & 63)
+		sc.rowAt[pos] = int32(r)
+		replaced++
 	}
 	if pg.rows() != g.Rows || pg.index.n != pg.rows() {
+		sc.clear()
 		return nil, fmt.Errorf("the operator holds %d entries, the worker's copy of its state %d (%d distinct keys)", g.Rows, pg.rows(), pg.index.n)
 	}
-	n := len(repl) + len(added)
+	n := replaced + len(added)
 	if n == 0 {
 		return nil, nil
 	}
 	d := &groupDiff{kgChange{kg: g.KeyGroup}, int64(n)}
 	if baseRows == 0 || 2*n > pg.rows() {
+		sc.clear()
 		return d, nil // mostly new: whole is smaller and ends the chain
 	}
-	slices.Sort(repl)
-	take := make([]int, 0, n)
+	take := sc.take[:0]
 	var w state.ScriptWriter
-	at := 0
-	for _, x := range repl {
-		pos := int(x >> 32)
-		w.Add(state.OpCopy, pos-at)
-		w.Add(state.OpSkip, 1)
-		w.Add(state.OpTake, 1)
-		take = append(take, int(uint32(x)))
-		at = pos + 1
+	at, run := 0, 0 // run: replaced rows ending just before the current one
+	for wi, word := range sc.bits {
+		for word != 0 {
+			pos := wi<<6 | bits.TrailingZeros64(word)
+			word &= word - 1
+			if run > 0 && pos != at+run {
+				w.Add(state.OpSkip, run)
+				w.Add(state.OpTake, run)
+				at += run
+				run = 0
+			}
+			if run == 0 {
+				w.Add(state.OpCopy, pos-at)
+				at = pos
+			}
+			run++
+			take = append(take, int(sc.rowAt[pos]))
+		}
+		sc.bits[wi] = 0
 	}
+	w.Add(state.OpSkip, run)
+	w.Add(state.OpTake, run)
+	at += run
 	w.Add(state.OpCopy, baseRows-at)
 	w.Add(state.OpTake, len(added))
 	take = append(take, added...)
+	sc.take = take
 	if uni >= 0 {
 		// Apply gives every row the first stored row's value of the
 		// uniform column; the base follows.
@@ -265,14 +313,43 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 			pg.cols[uni][i] = v
 		}
 	}
-	rows, err := state.Gather(g.Batch, take, alloc)
-	if err != nil {
-		return nil, err
+	cols := make([][]int64, len(vals))
+	for c, v := range vals {
+		out := make([]int64, len(take))
+		for i, r := range take {
+			out[i] = v[r]
+		}
+		cols[c] = out
 	}
-	d.rows = rows
+	d.rows = int64Batch(g.Batch.Schema(), cols)
 	d.edit = &state.Edit{KeyGroup: g.KeyGroup, BaseRows: baseRows, ResultRows: pg.rows(), ResultCRC: pg.sum, RowSum: true, Script: w.Bytes()}
 	return d, nil
 }
+
+// patchScratch is a worker's reusable memory for patchEntries: which rows
+// of a group a hand-over replaced (bits, all zero between calls) and by
+// which hand-over row (rowAt).
+type patchScratch struct {
+	bits  []uint64
+	rowAt []int32
+	take  []int
+	pos   []int32 // per hand-over row, its base row or -1
+}
+
+// reset makes room for a group of n rows.
+func (sc *patchScratch) reset(n int) {
+	if words := (n + 63) / 64; cap(sc.bits) < words {
+		sc.bits = make([]uint64, words)
+	} else {
+		sc.bits = sc.bits[:words]
+	}
+	if cap(sc.rowAt) < n {
+		sc.rowAt = make([]int32, n)
+	}
+}
+
+// clear zeroes the marks of a hand-over that made no edit.
+func (sc *patchScratch) clear() { clear(sc.bits) }
 
 // patchedParts wraps the base groups of s's stage named by kgs (nil: every
 // non-empty one) for encoding; the caller releases them before the base
@@ -313,6 +390,14 @@ func newPosIndex(n int) *posIndex {
 		size *= 2
 	}
 	return &posIndex{slots: make([]posSlot, size)}
+}
+
+// lookup is get with -1 for a key not present.
+func (x *posIndex) lookup(k int64) int {
+	if r, ok := x.get(k); ok {
+		return r
+	}
+	return -1
 }
 
 func (x *posIndex) get(k int64) (int, bool) {

@@ -175,11 +175,42 @@ func equalRows(a, b arrow.RecordBatch, uniform int) bool {
 // whole and as edits.
 //
 // The object's name is its operator id: a load checks it, so an intact
-// object under another name (of another version or subtask) is refused
+// object under another name (of another version or stage) is refused
 // instead of rebuilding a wrong state.
 func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited []int, err error) {
+	return encodeStage(name, []*stageSnap{s}, full)
+}
+
+// encodeStage encodes the snapshots of every subtask of one stage into
+// one delta object: their key groups are disjoint, and one object per
+// stage and version is one durable write per version instead of one per
+// subtask.
+func encodeStage(name string, snaps []*stageSnap, full bool) (blob []byte, whole, edited []int, err error) {
 	var parts []operator.KeyGroupState
 	var edits []state.Edit
+	for _, s := range snaps {
+		p, e, w, ed, release := s.collect(full)
+		defer release()
+		parts, edits = append(parts, p...), append(edits, e...)
+		whole, edited = append(whole, w...), append(edited, ed...)
+	}
+	if len(parts) == 0 {
+		return nil, nil, nil, nil
+	}
+	var buf bytes.Buffer
+	if err := state.EncodeDelta(&buf, name, parts, edits); err != nil {
+		return nil, nil, nil, err
+	}
+	return buf.Bytes(), whole, edited, nil
+}
+
+// collect returns what s stores: the rows of each changed key group
+// (every present one, whole, when full), the edits among them, and which
+// groups are whole and which edited. release ends the use of the rows
+// wrapped from a patched base; call it once they are encoded.
+func (s *stageSnap) collect(full bool) (parts []operator.KeyGroupState, edits []state.Edit, whole, edited []int, release func()) {
+	src := s.parts
+	release = func() {}
 	if s.patched {
 		// The wrappers only point at the base's columns.
 		var wholeKGs []int
@@ -193,40 +224,30 @@ func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited [
 		} else if wholeKGs == nil {
 			wholeKGs = []int{}
 		}
-		wrapped := s.patchedParts(wholeKGs)
-		defer operator.ReleaseStates(wrapped)
-		s.parts = wrapped
-		defer func() { s.parts = nil }()
+		src = s.patchedParts(wholeKGs)
+		release = func() { operator.ReleaseStates(src) }
 	}
 	if full {
-		parts = s.parts
-		for _, p := range parts {
+		for _, p := range src {
 			whole = append(whole, p.KeyGroup)
 		}
-	} else {
-		byKG := map[int]arrow.RecordBatch{}
-		for _, p := range s.parts {
-			byKG[p.KeyGroup] = p.Batch
+		return src, nil, whole, nil, release
+	}
+	byKG := map[int]arrow.RecordBatch{}
+	for _, p := range src {
+		byKG[p.KeyGroup] = p.Batch
+	}
+	for _, ch := range s.changes {
+		if ch.edit == nil {
+			parts = append(parts, operator.KeyGroupState{KeyGroup: ch.kg, Batch: byKG[ch.kg]})
+			whole = append(whole, ch.kg)
+			continue
 		}
-		for _, ch := range s.changes {
-			if ch.edit == nil {
-				parts = append(parts, operator.KeyGroupState{KeyGroup: ch.kg, Batch: byKG[ch.kg]})
-				whole = append(whole, ch.kg)
-				continue
-			}
-			parts = append(parts, operator.KeyGroupState{KeyGroup: ch.kg, Batch: ch.rows})
-			edits = append(edits, *ch.edit)
-			edited = append(edited, ch.kg)
-		}
+		parts = append(parts, operator.KeyGroupState{KeyGroup: ch.kg, Batch: ch.rows})
+		edits = append(edits, *ch.edit)
+		edited = append(edited, ch.kg)
 	}
-	if len(parts) == 0 {
-		return nil, nil, nil, nil
-	}
-	var buf bytes.Buffer
-	if err := state.EncodeDelta(&buf, name, parts, edits); err != nil {
-		return nil, nil, nil, err
-	}
-	return buf.Bytes(), whole, edited, nil
+	return parts, edits, whole, edited, release
 }
 
 // fingerprints hashes each key group's state (0 = empty group), without

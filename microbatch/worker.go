@@ -132,6 +132,7 @@ type worker struct {
 	usesChanges          []bool
 	pbase                [][keygroup.Count]*patchGroup
 	takenSeq, durableSeq []uint64
+	scratch              patchScratch
 	writer               sink.Writer
 }
 

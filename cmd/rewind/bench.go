@@ -222,7 +222,7 @@ func (f *benchFlags) bench(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		Log:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 		Progress: stderr,
 		Sweep:    sw.name, Points: sw.points,
-		WorkerCommand: workerCommand(cfg),
+		WorkerCommand: f.workerCommand(cfg),
 	}
 	if sw.name == bench.SweepLoad {
 		if plan.Calibration, err = calibrate(cmd.Context(), plan, contestants); err != nil {

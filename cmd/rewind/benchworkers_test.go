@@ -153,7 +153,15 @@ func TestHeartbeatFlagsReachTheWorkersAndTheCoordinator(t *testing.T) {
 	if args := strings.Split(string(cmdline), "\x00"); !slices.Contains(args, "--heartbeat-interval") || !slices.Contains(args, "40ms") {
 		t.Errorf("worker 1's command line %q does not carry --heartbeat-interval 40ms", args)
 	}
-	time.Sleep(300 * time.Millisecond) // let it join and start a unit
+	// Freeze it only once it is ready: frozen while joining, it would fail
+	// the run's start instead of being declared dead and replaced.
+	for !strings.Contains(p.stderr.String(), "worker 1 joined from") {
+		if time.Now().After(deadline) || !p.running() {
+			p.wait(t, time.Minute)
+			t.Fatalf("worker 1 never became ready; stderr:\n%s", p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := syscall.Kill(frozen, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,8 @@ type runFlags struct {
 	series                       string
 	memoryLimit                  string
 	workers                      string
+	listen                       string
+	workerLaunch                 string
 	heartbeatInterval            time.Duration
 	heartbeatTimeout             time.Duration
 	// noFails: --fail none, no crash (bench and trace have a default one;
@@ -97,6 +99,7 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	fl.StringVar(&f.resume, "resume", "", "continue run `RUN_ID` after its process died: same flags, same --output and --storage; without a value, the run recorded in --output")
 	fl.Lookup("resume").NoOptDefVal = resumeRecorded
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log progress details to stderr")
+	addWorkerLaunchFlags(fl, f)
 	fl.StringVar(&f.series, "series", "", "write the run over time (per-bucket counts and latency, recovery points with their durations, crash phases) as JSON to `FILE`")
 	fl.StringVar(&f.resolveMemory, "resolve-memory", "32MiB", "rows held in memory while the finished output is counted; beyond it sorted runs spill to $TMPDIR (as rewind resolve --max-memory)")
 	fl.StringVar(&f.memoryLimit, "memory-limit", "", "soft limit on the process's memory, as GOMEMLIMIT (such as 256MiB): the collector works harder near it; the run goes on past it if its state needs more (default: GOMEMLIMIT, or none)")
@@ -325,6 +328,9 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	if cfg.Workers, err = f.workerMode(exec); err != nil {
 		return err
 	}
+	if err := f.launchSettings(cmd.Flags(), cfg.Workers); err != nil {
+		return err
+	}
 	level := slog.LevelWarn
 	if f.verbose {
 		level = slog.LevelInfo
@@ -368,7 +374,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 	}
 	defer env.Close()
 	env.Faults.KillProcess = killProcess
-	env.WorkerCommand = workerCommand(cfg)
+	env.WorkerCommand = f.workerCommand(cfg)
 	switch {
 	case cfg.Resumed:
 		if err := checkResumedStorage(ctx, exec, env, rec, stderr); err != nil {

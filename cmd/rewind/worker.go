@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
@@ -21,7 +26,7 @@ import (
 func newWorkerCmd(stderr io.Writer) *cobra.Command {
 	var addr string
 	var id int
-	var beat time.Duration
+	var beat, join time.Duration
 	cmd := &cobra.Command{
 		Use:    "worker",
 		Short:  "Serve as a worker process of a run (started by rewind run --workers process)",
@@ -41,7 +46,14 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 			// The connection's own lines (its close at the end of a run
 			// among them) are details; the worker's errors are warnings.
 			logf := func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }
-			c, wel, err := run.JoinCoordinator(cmd.Context(), addr, id, wire.Options{HeartbeatInterval: beat, Log: logf})
+			// A worker a scheduler started asks to be killed this way (the
+			// coordinator cannot signal a process on another machine): it
+			// dies of SIGKILL at once, as if killed from outside.
+			opts := wire.Options{HeartbeatInterval: beat, Log: logf}
+			if killProcess != nil {
+				opts.OnKill = func() { killProcess(fault.Spec{}) }
+			}
+			c, wel, err := joinRetrying(cmd.Context(), addr, id, opts, join)
 			if err != nil {
 				return err
 			}
@@ -54,7 +66,16 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 			if !ok || !exec.Traits().ProcessWorkers {
 				return fmt.Errorf("executor %s does not run as a worker process", exec.Name())
 			}
-			return pw.ServeWorker(cmd.Context(), c, wel.Config, run.WorkerEnv{ID: id, Alloc: memory.NewGoAllocator(), Log: log})
+			if err := pw.ServeWorker(cmd.Context(), c, wel.Config, run.WorkerEnv{ID: id, Alloc: memory.NewGoAllocator(), Log: log}); err != nil {
+				return err
+			}
+			// The run is over only if the coordinator said so; a broken
+			// connection is its death, and a scheduler must start this
+			// worker again (exit 1) to join the coordinator that resumes.
+			if err := c.Err(); err != nil && !errors.Is(err, wire.ErrClosedByPeer) && !errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("the connection to the coordinator broke before the run ended: %w", err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&addr, "coordinator", "", "the coordinator's `HOST:PORT`")
@@ -62,7 +83,29 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 	// The beat is how a coordinator with a heartbeat timeout tells a
 	// frozen worker from a busy one; the coordinator passes its own.
 	cmd.Flags().DurationVar(&beat, "heartbeat-interval", run.DefaultHeartbeatInterval, "beat this often on the connection")
+	cmd.Flags().DurationVar(&join, "join-timeout", time.Minute, "keep dialing a coordinator that is not listening yet for this long (a scheduler may start workers first)")
 	return cmd
+}
+
+// joinRetrying joins the coordinator at addr, dialing again while nothing
+// listens there yet, for up to limit; a refusal (a wrong token, a worker
+// id already in the run) is final.
+func joinRetrying(ctx context.Context, addr string, id int, opts wire.Options, limit time.Duration) (*wire.Conn, run.WorkerWelcome, error) {
+	deadline := time.Now().Add(limit)
+	wait := 50 * time.Millisecond
+	for {
+		c, wel, err := run.JoinCoordinator(ctx, addr, id, opts)
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) || op.Op != "dial" || time.Now().Add(wait).After(deadline) {
+			return c, wel, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, run.WorkerWelcome{}, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // workerMode is --workers, refused (a usage error) for an executor whose
@@ -112,8 +155,59 @@ func (f *runFlags) workerSettings(fl *pflag.FlagSet, cfg *run.Config) error {
 }
 
 // workerCommand starts `rewind worker` processes of this binary beating
-// at cfg's interval.
-func workerCommand(cfg run.Config) *run.WorkerCommand {
+// at cfg's interval, or (--worker-launch external) waits for the ones
+// somebody else starts, at --listen.
+func (f *runFlags) workerCommand(cfg run.Config) *run.WorkerCommand {
 	interval, _ := cfg.Heartbeats()
-	return &run.WorkerCommand{Args: run.WorkerArgsBeating(interval)}
+	c := &run.WorkerCommand{Args: run.WorkerArgsBeating(interval), Listen: f.listen}
+	if f.workerLaunch == launchExternal {
+		c.External, c.Token = true, os.Getenv(run.TokenEnv)
+	}
+	return c
+}
+
+// The values of --worker-launch.
+const (
+	launchSelf     = "self"
+	launchExternal = "external"
+)
+
+// addWorkerLaunchFlags registers how rewind run's worker processes are
+// started and where they join. Only run has them: bench and trace start
+// runs of their own, on this machine.
+func addWorkerLaunchFlags(fl *pflag.FlagSet, f *runFlags) {
+	fl.StringVar(&f.listen, "listen", "", "--workers process: the `HOST:PORT` the coordinator listens on for its workers (default: a free port on loopback)")
+	fl.StringVar(&f.workerLaunch, "worker-launch", launchSelf, "--workers process: self (this process starts its worker processes), external (they are started by hand or by a scheduler and join at --listen, with the token in $"+run.TokenEnv+"; see docs/deploy.md)")
+}
+
+// launchSettings validates --listen and --worker-launch against --workers
+// (m): both mean something only for worker processes, so with inproc they
+// are refused rather than ignored.
+func (f *runFlags) launchSettings(fl *pflag.FlagSet, m run.WorkerMode) error {
+	if f.workerLaunch != launchSelf && f.workerLaunch != launchExternal {
+		return usagef("invalid --worker-launch %q: allowed are self, external", f.workerLaunch)
+	}
+	if m != run.WorkersProcess {
+		for _, name := range []string{"listen", "worker-launch"} {
+			if fl.Changed(name) {
+				return usagef("invalid --%s: it only applies to worker processes; give --workers process", name)
+			}
+		}
+		return nil
+	}
+	if f.listen != "" {
+		if _, _, err := net.SplitHostPort(f.listen); err != nil {
+			return usagef("invalid --listen %q: want HOST:PORT (%v)", f.listen, err)
+		}
+	}
+	if f.workerLaunch != launchExternal {
+		return nil
+	}
+	if _, port, _ := net.SplitHostPort(f.listen); port == "" || port == "0" {
+		return usagef("invalid --worker-launch external: give --listen HOST:PORT with a fixed port, the address its workers are told to dial")
+	}
+	if len(os.Getenv(run.TokenEnv)) < run.MinTokenLen {
+		return usagef("invalid --worker-launch external: put the run's token in $%s (at least %d characters, e.g. openssl rand -hex 32) and give every worker the same", run.TokenEnv, run.MinTokenLen)
+	}
+	return nil
 }

@@ -24,10 +24,20 @@ import (
 // execution owns them, as a cluster manager would: they may outlive a
 // coordinator's crash, and a dead one is replaced by a fresh process. What
 // the connections carry once a worker is ready is the executor's own.
+//
+// With WorkerCommand.External the processes are somebody else's (started
+// by hand, or by a scheduler such as Kubernetes): the fleet waits for them
+// to join, kills one by asking it to SIGKILL itself (wire's kill frame),
+// and after a death waits for the replacement its scheduler starts.
 type Fleet struct {
 	l    *wire.Listener
-	pool *workerproc.Pool
+	pool *workerproc.Pool // nil with External
 	n    int
+	// joinTimeout bounds a launch: FleetJoinTimeout, or
+	// FleetExternalJoinTimeout when a scheduler starts the processes.
+	joinTimeout time.Duration
+	joined      int // incarnations that became ready (Started, with External)
+	logf        func(format string, args ...any)
 
 	mu    sync.Mutex
 	slots map[int]*FleetSlot
@@ -95,6 +105,11 @@ type FleetConfig struct {
 // join and say it is ready.
 const FleetJoinTimeout = 30 * time.Second
 
+// FleetExternalJoinTimeout is the same bound for workers a scheduler
+// starts: it includes pulling an image and the scheduler's restart
+// back-off (Kubernetes waits 10 s before its first restart).
+const FleetExternalJoinTimeout = 5 * time.Minute
+
 // FleetCloseGrace is how long a worker process has to exit once its
 // connection is closed at the end of a run, before it is killed.
 const FleetCloseGrace = 2 * time.Second
@@ -107,12 +122,18 @@ const FleetMaxLost = 10
 // StartFleet listens for the run's workers, starts cfg.N of them and
 // waits until each has joined and said it is ready.
 func StartFleet(ctx context.Context, cfg FleetConfig) (*Fleet, error) {
-	if cfg.Command == nil || cfg.Command.Args == nil {
+	cmd := cfg.Command
+	if cmd == nil || (!cmd.External && cmd.Args == nil) {
 		return nil, errors.New("--workers process: this command cannot start worker processes")
 	}
-	token, err := wire.NewToken()
-	if err != nil {
-		return nil, err
+	token := cmd.Token
+	if !cmd.External {
+		var err error
+		if token, err = wire.NewToken(); err != nil {
+			return nil, err
+		}
+	} else if len(token) < MinTokenLen {
+		return nil, fmt.Errorf("--worker-launch external: the run's token ($%s) must be at least %d characters", TokenEnv, MinTokenLen)
 	}
 	welcome, err := json.Marshal(WorkerWelcome{Executor: cfg.Executor, Config: cfg.Config})
 	if err != nil {
@@ -123,25 +144,34 @@ func StartFleet(ctx context.Context, cfg FleetConfig) (*Fleet, error) {
 		logf = func(string, ...any) {}
 	}
 	n := cfg.N
-	l, err := wire.Listen("", wire.ListenConfig{Token: token, Conn: wire.Options{Alloc: cfg.Alloc, Log: logf, HeartbeatTimeout: cfg.HeartbeatTimeout},
+	f := &Fleet{n: n, slots: map[int]*FleetSlot{}, joinTimeout: FleetJoinTimeout, logf: logf}
+	l, err := wire.Listen(cmd.Listen, wire.ListenConfig{Token: token, Conn: wire.Options{Alloc: cfg.Alloc, Log: logf, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		Welcome: func(h wire.Hello) (wire.Welcome, error) {
-			if id, err := strconv.Atoi(h.Worker); err != nil || id < 0 || id >= n {
+			id, err := strconv.Atoi(h.Worker)
+			if err != nil || id < 0 || id >= n {
 				return wire.Welcome{}, fmt.Errorf("no worker %q in this run (workers are 0..%d)", h.Worker, n-1)
+			}
+			if f.alive(id) { // two incarnations must never share a worker's work
+				return wire.Welcome{}, fmt.Errorf("worker %d is in this run already (its connection is open)", id)
 			}
 			return wire.Welcome{Config: welcome}, nil
 		}})
 	if err != nil {
 		return nil, err
 	}
-	cmd := cfg.Command
-	pool, err := workerproc.NewPool(workerproc.Spec{Binary: cmd.Binary,
-		Args: func(id int) []string { return cmd.Args(l.Addr(), id) },
-		Env:  append(append([]string(nil), cmd.Env...), TokenEnv+"="+token), Log: logf})
-	if err != nil {
-		_ = l.Close()
-		return nil, err
+	f.l = l
+	if cmd.External {
+		f.joinTimeout = FleetExternalJoinTimeout
+		logf("waiting for %d worker processes to join at %s: rewind worker --coordinator %s --id N (N in 0..%d), the run's token in $%s", n, l.Addr(), l.Addr(), n-1, TokenEnv)
+	} else {
+		f.pool, err = workerproc.NewPool(workerproc.Spec{Binary: cmd.Binary,
+			Args: func(id int) []string { return cmd.Args(l.Addr(), id) },
+			Env:  append(append([]string(nil), cmd.Env...), TokenEnv+"="+token), Log: logf})
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
 	}
-	f := &Fleet{l: l, pool: pool, n: n, slots: map[int]*FleetSlot{}}
 	ids := make([]int, n)
 	for i := range ids {
 		ids[i] = i
@@ -153,13 +183,27 @@ func StartFleet(ctx context.Context, cfg FleetConfig) (*Fleet, error) {
 	return f, nil
 }
 
-// launch starts a fresh process for each of ids and waits until all are
-// ready.
+// alive says worker id's current incarnation is joined and its
+// connection open.
+func (f *Fleet) alive(id int) bool {
+	f.mu.Lock()
+	s := f.slots[id]
+	f.mu.Unlock()
+	return s != nil && s.Conn.Err() == nil
+}
+
+// launch starts a fresh process for each of ids (with External: waits for
+// whoever starts them) and waits until all are ready.
 func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 	procs := map[int]*workerproc.Process{}
-	actx, cancel := context.WithTimeout(ctx, FleetJoinTimeout)
+	actx, cancel := context.WithTimeout(ctx, f.joinTimeout)
 	defer cancel()
+	began := time.Now()
 	for _, id := range ids {
+		if f.pool == nil {
+			procs[id] = nil
+			continue
+		}
 		proc, err := f.pool.Start(id)
 		if err != nil {
 			return err
@@ -177,15 +221,21 @@ func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 		c, hello, err := f.l.Accept(actx)
 		if err != nil {
 			for id, proc := range procs {
+				if proc == nil {
+					continue
+				}
 				if e := proc.Err(); e != nil || exited(proc) {
 					return fmt.Errorf("worker process %d exited before joining: %v", id, e)
 				}
 			}
+			if f.pool == nil {
+				return fmt.Errorf("waiting for worker processes %v to join at %s (--worker-launch external: whoever starts them did not within %s): %w", ids, f.l.Addr(), f.joinTimeout, err)
+			}
 			return fmt.Errorf("waiting for worker processes %v to join: %w", ids, err)
 		}
 		id, _ := strconv.Atoi(hello.Worker)
-		proc := procs[id]
-		if proc == nil { // an incarnation this launch did not start
+		proc, awaited := procs[id]
+		if !awaited { // an incarnation this launch did not start
 			_ = c.Close()
 			continue
 		}
@@ -194,7 +244,14 @@ func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 			_ = c.Close()
 			return err
 		}
-		s := &FleetSlot{ID: id, Proc: proc, Conn: c, Acquire: f.pool.Joined(proc), gone: make(chan struct{})}
+		// Acquire is fork to ready for a process started here; for one a
+		// scheduler starts, from the launch (the death's detection) to
+		// ready, the scheduler's restart included.
+		acquire := time.Since(began)
+		if proc != nil {
+			acquire = f.pool.Joined(proc)
+		}
+		s := &FleetSlot{ID: id, Proc: proc, Conn: c, Acquire: acquire, gone: make(chan struct{})}
 		go func() {
 			<-c.Done()
 			s.mu.Lock()
@@ -204,12 +261,19 @@ func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 		}()
 		f.mu.Lock()
 		f.slots[id] = s
+		f.joined++
 		f.mu.Unlock()
+		f.logf("worker %d joined from %s, ready after %s", id, c.RemoteAddr(), acquire.Round(time.Microsecond))
 	}
 	return nil
 }
 
+// exited says proc has exited; nil (a process somebody else started) never
+// is known to.
 func exited(proc *workerproc.Process) bool {
+	if proc == nil {
+		return false
+	}
 	select {
 	case <-proc.Exited():
 		return true
@@ -225,11 +289,25 @@ func (f *Fleet) Slot(id int) *FleetSlot {
 	return f.slots[id]
 }
 
-// Current is worker id's current process (tests signal it from outside).
-func (f *Fleet) Current(id int) *workerproc.Process { return f.pool.Current(id) }
+// Current is worker id's current process (tests signal it from outside);
+// nil with External.
+func (f *Fleet) Current(id int) *workerproc.Process {
+	if f.pool == nil {
+		return nil
+	}
+	return f.pool.Current(id)
+}
 
-// Started is how many processes the run started, replacements included.
-func (f *Fleet) Started() int { return len(f.pool.All()) }
+// Started is how many processes the run started, replacements included
+// (with External: how many joined).
+func (f *Fleet) Started() int {
+	if f.pool == nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.joined
+	}
+	return len(f.pool.All())
+}
 
 // Kill SIGKILLs worker id's process and waits until its connection is
 // seen broken: it returns when it was killed and when it was declared
@@ -245,6 +323,9 @@ func (f *Fleet) Kill(id int) (killed, detected time.Time, err error) {
 	s.mu.Lock()
 	s.killed = time.Now() // before the signal: its work must see a kill
 	s.mu.Unlock()
+	if f.pool == nil {
+		return s.killed, f.killExternal(s), nil
+	}
 	at, err := f.pool.Kill(id)
 	if err != nil {
 		return time.Time{}, time.Time{}, err
@@ -255,10 +336,34 @@ func (f *Fleet) Kill(id int) (killed, detected time.Time, err error) {
 	return at, s.BrokenAt(), nil
 }
 
+// killExternal asks the process of s, which somebody else started, to
+// SIGKILL itself, and returns when its connection was seen broken. A
+// process that cannot act on it (frozen) is fenced off instead: its
+// connection is closed after FleetCloseGrace, so nothing it does later
+// reaches the run.
+func (f *Fleet) killExternal(s *FleetSlot) time.Time {
+	_ = s.Conn.Kill()
+	limit := time.NewTimer(FleetCloseGrace)
+	defer limit.Stop()
+	select {
+	case <-s.gone:
+	case <-limit.C:
+		_ = s.Conn.Close()
+	}
+	return s.BrokenAt()
+}
+
 // Replace starts a fresh process for worker id once the old one has
-// exited, and returns its acquire time (fork to ready).
+// exited (with External: waits for the one its scheduler starts), and
+// returns its acquire time.
 func (f *Fleet) Replace(ctx context.Context, id int) (time.Duration, error) {
-	if s := f.Slot(id); s != nil {
+	if s := f.Slot(id); s != nil && f.pool == nil {
+		select {
+		case <-s.gone:
+		default: // declared dead with its connection open (frozen)
+			f.killExternal(s)
+		}
+	} else if s != nil {
 		if !exited(s.Proc) {
 			// Declared dead while its process lives on (frozen, or its
 			// connection cut): make sure of it before its replacement
@@ -300,6 +405,10 @@ func (f *Fleet) Close() {
 	for _, s := range slots {
 		_ = s.Conn.Close()
 	}
+	_ = f.l.Close()
+	if f.pool == nil { // the processes are their scheduler's: each exits as its connection closes
+		return
+	}
 	limit := time.NewTimer(FleetCloseGrace)
 	defer limit.Stop()
 	for _, s := range slots {
@@ -309,7 +418,6 @@ func (f *Fleet) Close() {
 		}
 	}
 	_ = f.pool.Close()
-	_ = f.l.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ended = f.ended[:0]

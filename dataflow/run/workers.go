@@ -72,7 +72,22 @@ type WorkerCommand struct {
 	Args func(addr string, id int) []string
 	// Env is added to the coordinator's environment.
 	Env []string
+	// Listen is where the coordinator listens for its workers (--listen);
+	// "" is a free port on loopback.
+	Listen string
+	// External says nobody here starts the workers (--worker-launch
+	// external): they are started by hand or by a scheduler, with Token
+	// in TokenEnv, and join at Listen; after a death the run waits for the
+	// replacement the scheduler starts. Binary and Args are then unused.
+	External bool
+	// Token is the run's token with External (the workers are given the
+	// same one by whoever starts them); otherwise each run makes its own.
+	Token string
 }
+
+// MinTokenLen is the shortest token a run accepts from outside: a
+// worker's only credential must not be guessable.
+const MinTokenLen = 32
 
 // WorkerArgs are the arguments of `rewind worker`: the address and the
 // id, nothing else (the token is in the environment, the configuration in

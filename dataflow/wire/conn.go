@@ -29,6 +29,11 @@ type Options struct {
 	// Log reports why a connection closed or a stranger was refused.
 	// log.Printf when nil.
 	Log func(format string, args ...any)
+	// OnKill, when set, is called when the peer sends a kill frame
+	// (Conn.Kill): a worker process sets it to SIGKILL itself. Without it
+	// a kill frame is malformed and closes the connection, so a worker can
+	// never end its coordinator.
+	OnKill func()
 }
 
 func (o Options) withDefaults() Options {
@@ -47,6 +52,10 @@ func (o Options) withDefaults() Options {
 // ErrPeerSilent is wrapped by a connection's error when the heartbeat
 // timeout passed with nothing from the peer.
 var ErrPeerSilent = errors.New("peer silent past the heartbeat timeout")
+
+// ErrClosedByPeer is a connection's error when the peer closed it on
+// purpose (its Close), rather than dying or being cut off.
+var ErrClosedByPeer = errors.New("the peer closed the connection on purpose")
 
 // Conn is one connection between the coordinator and a worker (or two
 // workers), after the handshake. One goroutine reads and dispatches its
@@ -76,6 +85,9 @@ type Conn struct {
 	err     error
 	wg      sync.WaitGroup
 }
+
+// closeNoticeTimeout bounds how long Close waits to tell the peer.
+const closeNoticeTimeout = time.Second
 
 func newConn(nc net.Conn, r *Reader, w *Writer, opts Options) *Conn {
 	c := &Conn{
@@ -109,8 +121,15 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
-// Close closes the connection and waits for its goroutines.
+// Close tells the peer the connection is closed on purpose (KindClose, so
+// it can tell this end from a death), closes it and waits for its
+// goroutines. A peer that does not read holds Close up for at most
+// closeNoticeTimeout.
 func (c *Conn) Close() error {
+	if c.Err() == nil {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(closeNoticeTimeout))
+		_ = c.write(KindClose, 0)
+	}
 	c.closeWith(net.ErrClosed)
 	c.wg.Wait()
 	return nil
@@ -159,6 +178,11 @@ func (c *Conn) writeStreamed(kind Kind, channel uint32, n int, body func(io.Writ
 
 // SendControl sends one control message.
 func (c *Conn) SendControl(msg []byte) error { return c.write(KindControl, 0, msg) }
+
+// Kill asks the peer to end its own process at once (KindKill); the
+// connection then breaks as for any death. A peer without Options.OnKill
+// closes the connection instead.
+func (c *Conn) Kill() error { return c.write(KindKill, 0) }
 
 // Control returns the next control message from the peer.
 func (c *Conn) Control(ctx context.Context) ([]byte, error) {
@@ -266,6 +290,25 @@ func (c *Conn) dispatch(h Header) error {
 		}
 		c.beats.Add(1)
 		return nil
+	case KindClose:
+		p, err := c.r.Payload()
+		if err != nil {
+			return err
+		}
+		if len(p) != 0 {
+			return fmt.Errorf("%w: close frame of %d bytes", ErrMalformed, len(p))
+		}
+		return ErrClosedByPeer
+	case KindKill:
+		p, err := c.r.Payload()
+		if err != nil {
+			return err
+		}
+		if c.opts.OnKill == nil || len(p) != 0 {
+			return fmt.Errorf("%w: kill frame of %d bytes, which this side does not take", ErrMalformed, len(p))
+		}
+		c.opts.OnKill()
+		return errors.New("killed at the peer's request")
 	case KindCredit:
 		p, err := c.r.Payload()
 		if err != nil {

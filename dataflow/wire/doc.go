@@ -30,6 +30,13 @@
 // Welcome carries the worker's whole configuration, so a worker needs to
 // know only the address and the token.
 //
+// Two frames end a connection on purpose. A close frame (Conn.Close)
+// tells the peer the end is deliberate; without it a close is a death,
+// since the kernel closes a dead process's sockets just the same. A kill
+// frame (Conn.Kill) asks the peer to end its own process, for a worker
+// on a machine its coordinator cannot signal; only a side with
+// Options.OnKill takes it, so a worker can never end its coordinator.
+//
 // # The caller's duties
 //
 // A receiver grants its sender as many batches as it has room for, and

@@ -38,6 +38,16 @@ const (
 	KindCredit Kind = 9
 	// KindEnd closes a data channel: no more batches or barriers follow.
 	KindEnd Kind = 10
+	// KindKill asks the peer to end its own process at once, as a SIGKILL
+	// from outside would: how a coordinator kills a worker it did not
+	// start (one started by hand or by a scheduler). Empty payload. Only a
+	// side with Options.OnKill takes it; anywhere else it is malformed.
+	KindKill Kind = 11
+	// KindClose says the sender is closing the connection on purpose
+	// (Conn.Close: the run is over), so the end that follows is not a
+	// death. Empty payload. Without it the two look alike: a process that
+	// dies has its sockets closed by the kernel just the same.
+	KindClose Kind = 12
 )
 
 func (k Kind) String() string {
@@ -62,11 +72,15 @@ func (k Kind) String() string {
 		return "credit"
 	case KindEnd:
 		return "end"
+	case KindKill:
+		return "kill"
+	case KindClose:
+		return "close"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-func (k Kind) valid() bool { return k >= KindHello && k <= KindEnd }
+func (k Kind) valid() bool { return k >= KindHello && k <= KindClose }
 
 // A frame is a 12-byte header, the payload, and a 4-byte trailer, all
 // little-endian:
