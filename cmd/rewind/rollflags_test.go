@@ -16,7 +16,7 @@ func TestRollFlags(t *testing.T) {
 		size string
 		want sink.RollPolicy
 	}{
-		{100 * time.Millisecond, defaultRollSize(), sink.DefaultRollPolicy},
+		{sink.DefaultRollPolicy.Age, defaultRollSize(), sink.DefaultRollPolicy},
 		{0, "0", sink.RollPolicy{}},
 		{time.Second, "1KiB", sink.RollPolicy{Age: time.Second, Size: 1024}},
 	}

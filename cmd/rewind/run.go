@@ -116,7 +116,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&f.outputFormat, "output-format", "parquet", "output file format: parquet, csv")
 	fl.StringVar(&f.sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
 	fl.Float64Var(&f.sinkThrottle, "sink-throttle", 0, "`ROWS/S`: the sink takes at most this many rows a second, shared by every writer, as a slow destination would (0 = unthrottled)")
-	fl.DurationVar(&f.rollAge, "roll-age", sink.DefaultRollPolicy.Age, "append: rows a flush wrote become visible when their in-progress file rolls, at most this long after its first rows (0 = each flush is its own visible file, visible at once)")
+	fl.DurationVar(&f.rollAge, "roll-age", sink.DefaultRollPolicy.Age, "append: a writer's in-progress file (its tail, visible from each flush) is rewritten as a visible data file once its first rows are this old (0 = each flush is its own visible file, no tails)")
 	fl.StringVar(&f.rollSize, "roll-size", defaultRollSize(), "append: an in-progress file also rolls once it holds this many bytes, 8 a value (0 = no size limit)")
 	fl.StringVar(&f.storage, "storage", "file://./rewind-data", "durable shared storage: file://DIR, a bare DIR, or s3://bucket/prefix")
 	fl.StringVar(&f.s3, "s3-endpoint", "", "S3 endpoint URL (default $REWIND_S3_ENDPOINT)")

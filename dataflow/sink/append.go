@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ func (s *appendSink) Close() error {
 	s.rollMu.Unlock()
 	for _, w := range ws {
 		w.mu.Lock()
+		w.waitSealedLocked()
 		w.closeInProgress()
 		w.mu.Unlock()
 	}
@@ -87,6 +89,10 @@ type appendWriter struct {
 	files []appendFile
 	// cur is the open in-progress file, with a roll policy.
 	cur *inProgress
+	// sealed is the previous one while a background roll rewrites it;
+	// sealDone is closed when that roll ends.
+	sealed   *inProgress
+	sealDone chan struct{}
 }
 
 // Flush makes everything buffered durable (see FlushVisible).
@@ -94,9 +100,9 @@ func (w *appendWriter) Flush(epoch int64) error { return w.FlushVisible(epoch, n
 
 // FlushVisible makes everything buffered, whatever its epoch, durable.
 // Without a roll policy it publishes it as one new visible file; with one
-// it appends it to the writer's in-progress file, and rolls that file
-// when it is due. A flush with nothing buffered publishes nothing, but
-// may roll.
+// it appends it to the writer's in-progress file, whose rows readers see
+// as its tail, and rolls that file when it is due. A flush with nothing
+// buffered publishes nothing, but may roll.
 func (w *appendWriter) FlushVisible(epoch int64, visible func(time.Time)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -123,14 +129,14 @@ func (w *appendWriter) FlushVisible(epoch int64, visible func(time.Time)) error 
 		if err != nil {
 			return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
 		}
-		if visible != nil {
-			w.cur.waiting = append(w.cur.waiting, visible)
-		}
-	} else if visible != nil {
+	}
+	// The tail is part of the output (tail.go): flushed rows are
+	// visible as soon as they are durable.
+	if visible != nil {
 		visible(time.Now())
 	}
 	if w.cur != nil && w.cur.due(p, time.Now()) {
-		return w.rollLocked()
+		w.sealLocked()
 	}
 	return nil
 }
@@ -140,7 +146,7 @@ func (w *appendWriter) FlushVisible(epoch int64, visible func(time.Time)) error 
 // file) and the directory synced. from names the in-progress file the
 // rows come from, if any.
 func (w *appendWriter) publish(chunks [][][]int64, epoch int64, from string) error {
-	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt))
+	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, w.s.seq(w.subtask, w.attempt), true)
 	if err != nil {
 		return w.fail(fmt.Errorf("append flush of subtask %d attempt %d: %w", w.subtask, w.attempt, err))
 	}
@@ -151,8 +157,11 @@ func (w *appendWriter) publish(chunks [][][]int64, epoch int64, from string) err
 }
 
 // publishChunks publishes chunks under part-s<subtask>-a<attempt>-<seq>,
-// or the next free seq when an earlier process took that name.
-func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int) (appendFile, error) {
+// or the next free seq when an earlier process took that name. A fresh
+// file (not a tail's roll) also passes over the names of tails an earlier
+// process left: published under one, it would hide that tail's rows from
+// readers (tail.go).
+func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int, fresh bool) (appendFile, error) {
 	dir := s.dir
 	ext := extOf(s.format)
 	// The checksum is taken as the file is written, for the journal.
@@ -169,6 +178,10 @@ func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int
 	var name string
 	for tries := 0; ; tries++ {
 		name = fmt.Sprintf("part-s%d-a%d-%06d%s", subtask, attempt, seq, ext)
+		if _, terr := os.Lstat(filepath.Join(dir, InProgressDir, name)); (fresh || tries > 0) && terr == nil && tries < 1_000_000 {
+			seq = s.seq(subtask, attempt)
+			continue
+		}
 		_, err = linkNoReplace(tmp, filepath.Join(dir, name))
 		if err == nil || !errors.Is(err, errTargetExists) || tries > 1_000_000 {
 			break
@@ -205,6 +218,7 @@ func (w *appendWriter) Close() error {
 	if w.cur != nil && !w.closed && w.err == nil {
 		err = w.rollLocked()
 	}
+	w.waitSealedLocked()
 	w.closeInProgress()
 	// Closed under the same lock as the roll: a Write a throttle held
 	// back finds the writer closed when it wakes.

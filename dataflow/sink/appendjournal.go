@@ -338,6 +338,9 @@ func (s *appendSink) Recover(complete int64) error {
 		if w.cur != nil {
 			open[w.cur.name] = true
 		}
+		if w.sealed != nil {
+			open[w.sealed.name] = true
+		}
 		w.mu.Unlock()
 	}
 	s.aj.mu.Lock()
@@ -376,17 +379,40 @@ func (s *appendSink) Recover(complete int64) error {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		f, err := s.recoverInProgress(ips[n], ips[n].epoch)
+		f, ok, err := s.recoverInProgress(ips[n], ips[n].epoch, true)
 		if err != nil {
 			return err
 		}
 		// Listed by the next record; the in-progress file stays until a
 		// complete point has that record.
-		s.aj.pending = append(s.aj.pending, f)
+		if ok {
+			s.aj.pending = append(s.aj.pending, f)
+		}
 		open[n] = true
 	}
-	if err := removeInProgress(s.dir, open); err != nil {
+	// The other tails: rolled ones (their visible file is there) go; the
+	// rows of the rest were visible and stay so. A tail no record <=
+	// complete lists holds rows flushed after that point, which come
+	// again as duplicates; an empty one just goes.
+	shadowed, live, err := leftTails(s.dir, open)
+	if err != nil {
 		return err
+	}
+	for _, n := range live {
+		f, ok, err := s.recoverInProgress(inProgressEntry{File: n}, complete, false)
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.aj.pending = append(s.aj.pending, f)
+		} else {
+			shadowed = append(shadowed, n)
+		}
+	}
+	for _, n := range shadowed {
+		if err := removeIfExists(filepath.Join(s.dir, n)); err != nil {
+			return err
+		}
 	}
 	s.aj.checked = true
 	return nil

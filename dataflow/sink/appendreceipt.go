@@ -39,7 +39,8 @@ func (s *appendSink) Receipt(w Writer) ([]byte, error) {
 	aw.mu.Lock()
 	defer aw.mu.Unlock()
 	// A receipt names visible files only: what the writer's in-progress
-	// file holds is published first.
+	// file holds is published first, and a background roll finished.
+	aw.waitSealedLocked()
 	if aw.cur != nil {
 		if err := aw.check(); err != nil {
 			return nil, err

@@ -3,11 +3,14 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -48,8 +51,7 @@ func (s *appendSink) ageCheck() {
 			for _, w := range ws {
 				w.mu.Lock()
 				if w.cur != nil && !w.closed && w.err == nil && w.cur.due(p, now) {
-					// A failed roll poisons the writer; its next Flush says why.
-					_ = w.rollLocked()
+					w.sealLocked()
 				}
 				w.mu.Unlock()
 			}
@@ -101,42 +103,100 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 }
 
 // rollLocked publishes the in-progress file's rows as one visible file,
-// under the name the in-progress file reserved (or the next free one), and
-// tells the flushes waiting on it. The in-progress file is removed once a
-// durable recovery point lists the visible one (appendJournal.commitRolled),
-// at once without a journal. w.mu held.
+// under the name the in-progress file reserved (or the next free one):
+// from then on readers read that file instead of the tail (tail.go). The
+// in-progress file is removed once a durable recovery point lists the
+// visible one (appendJournal.commitRolled), at once without a journal.
+// A background roll of the writer's previous file is waited for first, so
+// its visible file is there when this returns. w.mu held.
 func (w *appendWriter) rollLocked() error {
+	w.waitSealedLocked()
+	if err := w.check(); err != nil {
+		return err
+	}
 	ip := w.cur
 	if ip == nil {
 		return nil
 	}
-	data, err := readPrefix(filepath.Join(w.sink.dir, ip.name), ip.bytes, ip.crc)
-	if err != nil {
-		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
-	}
-	chunks, _, err := decodeSegments(data, len(w.sink.shape.cols))
-	if err != nil {
-		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
-	}
-	seq, err := seqOf(ip.name)
+	f, err := w.rewrite(ip)
 	if err != nil {
 		return w.fail(err)
 	}
-	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq)
+	w.closeInProgress()
+	w.rolled(ip, f)
+	return nil
+}
+
+// rewrite writes the rows of the in-progress file ip as its visible file.
+// It touches nothing of the writer but its sink: a background roll runs
+// it without w.mu.
+func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
+	path := filepath.Join(w.sink.dir, ip.name)
+	data, err := readPrefix(path, ip.bytes, ip.crc)
 	if err != nil {
-		return w.fail(fmt.Errorf("rolling %s: %w", filepath.Join(w.sink.dir, ip.name), err))
+		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
+	}
+	chunks, _, err := decodeSegments(data, len(w.sink.shape.cols))
+	if err != nil {
+		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
+	}
+	seq, err := seqOf(ip.name)
+	if err != nil {
+		return appendFile{}, err
+	}
+	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq, false)
+	if err != nil {
+		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
 	}
 	f.epoch, f.From = ip.epoch, ip.name
+	return f, nil
+}
+
+// rolled notes the visible file f a roll of ip made. w.mu held.
+func (w *appendWriter) rolled(ip *inProgress, f appendFile) {
 	w.files = append(w.files, f)
-	w.closeInProgress()
 	if !w.s.flushed(f) {
 		_ = removeIfExists(filepath.Join(w.sink.dir, ip.name))
 	}
-	now := time.Now()
-	for _, v := range ip.waiting {
-		v(now)
+}
+
+// sealLocked rolls the in-progress file in the background: its rows are
+// visible already (the tail), so the flush that found it due need not
+// wait while they are written again, and the next flush opens a new file.
+// One background roll per writer at a time: while one runs, the open file
+// keeps growing and rolls after it. w.mu held.
+func (w *appendWriter) sealLocked() {
+	if w.cur == nil || w.sealed != nil {
+		return
 	}
-	return nil
+	ip, done := w.cur, make(chan struct{})
+	w.cur, w.sealed, w.sealDone = nil, ip, done
+	go func() {
+		defer close(done)
+		_ = ip.f.Close()
+		f, err := w.rewrite(ip)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.sealed = nil
+		switch {
+		case err != nil && w.err == nil:
+			// The writer's next Flush says why.
+			_ = w.fail(err)
+		case err == nil:
+			w.rolled(ip, f)
+		}
+	}()
+}
+
+// waitSealedLocked waits for the writer's background roll, if one runs;
+// w.mu held, released while waiting.
+func (w *appendWriter) waitSealedLocked() {
+	for w.sealed != nil {
+		done := w.sealDone
+		w.mu.Unlock()
+		<-done
+		w.mu.Lock()
+	}
 }
 
 // closeInProgress closes the in-progress file's handle and forgets it;
@@ -179,15 +239,29 @@ func (s *appendSink) Finish() error {
 	s.rollMu.Lock()
 	ws := s.liveWriters()
 	s.rollMu.Unlock()
-	for _, w := range ws {
-		w.mu.Lock()
-		var err error
-		if w.cur != nil && !w.closed && w.err == nil {
-			err = w.rollLocked()
-		}
-		w.mu.Unlock()
+	// With rolling by age and size alone, a bounded run's rows are mostly
+	// still in tails at its end: the writers roll side by side, as many at
+	// once as there are CPUs (each roll holds its file twice in memory).
+	errs := make([]error, len(ws))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.waitSealedLocked()
+			if w.cur != nil && !w.closed && w.err == nil {
+				errs[i] = w.rollLocked()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return err
+			return err // the first: an error is one line
 		}
 	}
 	s.aj.mu.Lock()
@@ -212,65 +286,104 @@ func (s *appendSink) Finish() error {
 	return nil
 }
 
-// recoverInProgress publishes the rows a record says the first e.Bytes of
-// an in-progress file hold, after checking them, as a visible file; the
-// rows after them were flushed after the recovery point and come again.
-// A missing or damaged file is refused, naming it.
-func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64) (appendFile, error) {
+// recoverInProgress publishes the rows of an in-progress file an earlier
+// process left as a visible file: its tail was part of the output, so its
+// rows stay visible (those flushed after the recovery point come again,
+// and are counted as duplicates). When a record says what its first
+// e.Bytes hold (recorded), they are checked against it first, and a
+// missing or damaged file is refused, naming it; when the file rolled
+// after that record, only those bytes are published (the visible file
+// the roll made, which no record lists, has the rest); else the rest is checked
+// segment by segment, and an end cut short (a flush a kill interrupted,
+// never acknowledged) is dropped. ok is false when the file holds no
+// complete segment.
+func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64, recorded bool) (f appendFile, ok bool, err error) {
 	path := filepath.Join(s.dir, e.File)
-	data, err := readPrefix(path, e.Bytes, e.CRC32C)
+	damaged := func(err error) error {
+		if !recorded {
+			return fmt.Errorf("in-progress append file %s is damaged: %v: %s", path, err, refuseHint)
+		}
+		return fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
+			path, epoch, err, e.holds(), refuseHint)
+	}
+	data, err := os.ReadFile(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is missing (the run's record of its destination says its first %s): %s",
+	case errors.Is(err, fs.ErrNotExist) && recorded:
+		return appendFile{}, false, fmt.Errorf("in-progress append file %s of recovery point %d is missing (the run's record of its destination says its first %s): %s",
 			path, epoch, e.holds(), refuseHint)
-	case errors.Is(err, errShortPrefix) || errors.Is(err, errPrefixCRC):
-		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
-			path, epoch, err, e.holds(), refuseHint)
+	case errors.Is(err, fs.ErrNotExist):
+		return appendFile{}, false, nil // removed since it was listed
 	case err != nil:
-		return appendFile{}, fmt.Errorf("checking in-progress append file %s: %w", path, err)
+		return appendFile{}, false, fmt.Errorf("checking in-progress append file %s: %w", path, err)
 	}
-	chunks, rows, err := decodeSegments(data, len(s.shape.cols))
-	if err == nil && rows != e.Rows {
-		err = fmt.Errorf("it holds %d rows", rows)
+	var chunks [][][]int64
+	if recorded {
+		switch {
+		case int64(len(data)) < e.Bytes:
+			return appendFile{}, false, damaged(errShortPrefix)
+		case crc32.Checksum(data[:e.Bytes], castagnoli) != e.CRC32C:
+			return appendFile{}, false, damaged(errPrefixCRC)
+		}
+		var rows int64
+		chunks, rows, err = decodeSegments(data[:e.Bytes], len(s.shape.cols))
+		if err == nil && rows != e.Rows {
+			err = fmt.Errorf("it holds %d rows", rows)
+		}
+		if err != nil {
+			return appendFile{}, false, damaged(err)
+		}
+		data = data[e.Bytes:]
+		// Rolled already (a kill before the next record): readers read
+		// the visible file, which holds the rest; only the checked
+		// prefix is published again.
+		if _, err := os.Lstat(filepath.Join(s.dir, filepath.Base(e.File))); err == nil {
+			data = nil
+		}
 	}
-	if err != nil {
-		return appendFile{}, fmt.Errorf("in-progress append file %s of recovery point %d is damaged: %v (the run's record of its destination says its first %s): %s",
-			path, epoch, err, e.holds(), refuseHint)
+	if _, _, err := decodeTail(data, len(s.shape.cols), &chunks); err != nil {
+		return appendFile{}, false, damaged(err)
+	}
+	if len(chunks) == 0 {
+		return appendFile{}, false, nil
 	}
 	subtask, attempt, err := subtaskAttemptOf(e.File)
 	if err != nil {
-		return appendFile{}, err
+		return appendFile{}, false, err
 	}
 	seq, err := seqOf(e.File)
 	if err != nil {
-		return appendFile{}, err
+		return appendFile{}, false, err
 	}
-	f, err := s.publishChunks(chunks, subtask, attempt, seq)
+	f, err = s.publishChunks(chunks, subtask, attempt, seq, false)
 	if err != nil {
-		return appendFile{}, fmt.Errorf("publishing the rows of in-progress file %s: %w", path, err)
+		return appendFile{}, false, fmt.Errorf("publishing the rows of in-progress file %s: %w", path, err)
 	}
 	f.epoch, f.From = epoch, e.File
-	return f, nil
+	return f, true, nil
 }
 
-// removeInProgress removes the in-progress files no one needs: keep names
-// the ones a resume still relies on.
-func removeInProgress(dir string, keep map[string]bool) error {
+// leftTails lists the in-progress files in dir that keep does not name,
+// split into those a visible file of their name shadows (rolled: readers
+// no longer read them) and the others.
+func leftTails(dir string, keep map[string]bool) (shadowed, live []string, err error) {
 	idir := filepath.Join(dir, InProgressDir)
 	entries, err := os.ReadDir(idir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", idir, err)
+		return nil, nil, fmt.Errorf("listing %s: %w", idir, err)
 	}
 	for _, e := range entries {
-		if keep[filepath.Join(InProgressDir, e.Name())] {
+		rel := filepath.Join(InProgressDir, e.Name())
+		if keep[rel] {
 			continue
 		}
-		if err := removeIfExists(filepath.Join(idir, e.Name())); err != nil {
-			return err
+		if _, err := os.Lstat(filepath.Join(dir, e.Name())); err == nil || !inProgressNameRE.MatchString(rel) {
+			shadowed = append(shadowed, rel)
+		} else {
+			live = append(live, rel)
 		}
 	}
-	return nil
+	return shadowed, live, nil
 }

@@ -3,6 +3,7 @@ package sink
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +40,8 @@ func (v *visibleCount) count() int {
 
 // TestAppendRollFewFiles: with a long roll age, many flushes make no
 // visible file until Finish, which publishes one file per writer holding
-// every row; the flushes learn their rows are visible only then.
+// every row; yet every flush's rows are visible at once, through the
+// writers' tails, and counted once before and after the roll.
 func TestAppendRollFewFiles(t *testing.T) {
 	for _, format := range []Format{Parquet, CSV} {
 		t.Run(string(format), func(t *testing.T) {
@@ -56,26 +58,28 @@ func TestAppendRollFewFiles(t *testing.T) {
 					rows := g.rows(20)
 					all = append(all, rows...)
 					f.write(w, int64(i/10), rows)
+					n := vis.count()
 					must(t, w.(VisibleFlusher).FlushVisible(int64(i/10), vis.fn), "flush")
+					if vis.count() != n+1 {
+						t.Fatalf("flush %d: not told visible when it returned", i)
+					}
 				}
 			}
 			if n := len(visibleNames(t, f.dir)); n != 0 {
 				t.Fatalf("%d visible files before the roll, want 0", n)
 			}
-			if vis.count() != 0 {
-				t.Fatalf("%d flushes told visible before the roll", vis.count())
+			_, st := f.wantResolved(all)
+			if st.DuplicateRows != 0 || st.VisibleRows != int64(len(all)) || st.Files != 2 {
+				t.Fatalf("before the roll: stats %+v, want %d visible rows in 2 tails and no duplicates", st, len(all))
 			}
 			must(t, s.Finish(), "finish")
 			if n := len(visibleNames(t, f.dir)); n != 2 {
 				t.Fatalf("%d visible files after Finish, want 2 (one per writer): %v", n, visibleNames(t, f.dir))
 			}
-			if vis.count() != 80 {
-				t.Fatalf("%d of 80 flushes told visible after Finish", vis.count())
-			}
 			if _, err := os.Stat(filepath.Join(f.dir, InProgressDir)); !os.IsNotExist(err) {
 				t.Fatalf("%s left after Finish: %v", InProgressDir, err)
 			}
-			_, st := f.wantResolved(all)
+			_, st = f.wantResolved(all)
 			if st.DuplicateRows != 0 || st.VisibleRows != int64(len(all)) {
 				t.Fatalf("stats %+v, want %d visible rows and no duplicates", st, len(all))
 			}
@@ -100,6 +104,9 @@ func TestAppendRollBySize(t *testing.T) {
 		all = append(all, rows...)
 		f.write(w, 0, rows)
 		must(t, w.Flush(0), "flush")
+		// A due file rolls in the background; one that falls due while
+		// a roll runs waits for it, so each roll is awaited here.
+		w.(*appendWriter).settle()
 	}
 	if n := len(visibleNames(t, f.dir)); n != 4 {
 		t.Fatalf("%d visible files after 12 flushes rolling every 3, want 4: %v", n, visibleNames(t, f.dir))
@@ -108,8 +115,9 @@ func TestAppendRollBySize(t *testing.T) {
 	f.wantResolved(all)
 }
 
-// TestAppendRollAgeWithoutFlush: rows of a writer that stops flushing
-// become visible about the roll age later, without another flush.
+// TestAppendRollAgeWithoutFlush: a writer that stops flushing still rolls
+// about the roll age later, without another flush; its rows are visible
+// from the flush on, and counted once before and after the roll.
 func TestAppendRollAgeWithoutFlush(t *testing.T) {
 	f := newFixture(t)
 	r, _ := newRand(t)
@@ -122,14 +130,18 @@ func TestAppendRollAgeWithoutFlush(t *testing.T) {
 	var vis visibleCount
 	t0 := time.Now()
 	must(t, w.(VisibleFlusher).FlushVisible(0, vis.fn), "flush")
-	for vis.count() == 0 {
-		if time.Since(t0) > 10*time.Second {
-			t.Fatal("rows not visible 10 s after a flush with a 20 ms roll age")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if vis.count() != 1 {
+		t.Fatalf("%d visible callbacks when the flush returned, want 1", vis.count())
 	}
-	if d := vis.at[0].Sub(t0); d < 20*time.Millisecond {
-		t.Fatalf("rows visible %s after the flush, before the roll age", d)
+	for len(visibleNames(t, f.dir)) == 0 {
+		f.wantResolved(rows)
+		if time.Since(t0) > 10*time.Second {
+			t.Fatal("no roll 10 s after a flush with a 20 ms roll age")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if d := time.Since(t0); d < 20*time.Millisecond {
+		t.Fatalf("rolled %s after the flush, before the roll age", d)
 	}
 	f.wantResolved(rows)
 	must(t, w.Close(), "close writer")
@@ -171,10 +183,11 @@ func appendRollKilled(t *testing.T, f *fixture, j *Journal) (epoch0, epoch1 [][]
 	return epoch0, epoch1
 }
 
-// TestAppendRollKilled: a resume from recovery point 0 publishes exactly
-// the rows the record says the in-progress files held at the point, not
-// those flushed after it (they come again), and refuses a missing or
-// damaged in-progress file, naming it.
+// TestAppendRollKilled: a resume from recovery point 0 publishes the rows
+// the record says the in-progress files held at the point, checked
+// against it, and the rows flushed after it that the files hold whole
+// (they were visible; they come again as duplicates); it refuses a
+// missing or damaged in-progress file, naming it.
 func TestAppendRollKilled(t *testing.T) {
 	ip := func(f *fixture) string { return filepath.Join(f.dir, InProgressDir, "part-s1-a0-000000.parquet") }
 	cases := []struct {
@@ -185,7 +198,8 @@ func TestAppendRollKilled(t *testing.T) {
 		{"deleted", func(f *fixture) string { p := ip(f); must(f.t, os.Remove(p), "rm"); return p }},
 		{"flipped-in-prefix", func(f *fixture) string { p := ip(f); flipByte(f.t, p, 30); return p }},
 		{"truncated-into-prefix", func(f *fixture) string { p := ip(f); must(f.t, os.Truncate(p, 100), "truncate"); return p }},
-		// Past the recorded prefix: epoch 1's rows, which come again.
+		// Past the recorded prefix: subtask 1's last flush of epoch 1 is
+		// cut short, as by a kill while it was written, and dropped.
 		{"truncated-after-prefix", func(f *fixture) string {
 			p := ip(f)
 			fi, err := os.Stat(p)
@@ -193,13 +207,25 @@ func TestAppendRollKilled(t *testing.T) {
 			must(f.t, os.Truncate(p, fi.Size()-10), "truncate")
 			return ""
 		}},
+		// A whole segment past the prefix that fails its checksum.
+		{"flipped-after-prefix", func(f *fixture) string {
+			p := ip(f)
+			fi, err := os.Stat(p)
+			must(f.t, err, "stat")
+			flipByte(f.t, p, int(fi.Size())-10)
+			return p
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			j := journalFor(t, t.TempDir())
-			epoch0, _ := appendRollKilled(t, f, j)
+			epoch0, epoch1 := appendRollKilled(t, f, j)
 			path := c.damage(f)
+			want := append(slices.Clone(epoch0), epoch1...)
+			if c.name == "truncated-after-prefix" {
+				want = want[:len(want)-25]
+			}
 			s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
 			defer s.Close()
 			attach(t, s, j)
@@ -212,9 +238,9 @@ func TestAppendRollKilled(t *testing.T) {
 				return
 			}
 			must(t, err, "recover")
-			_, st := f.wantResolved(epoch0)
-			if st.VisibleRows != int64(len(epoch0)) {
-				t.Fatalf("%d visible rows after the resume, want epoch 0's %d", st.VisibleRows, len(epoch0))
+			_, st := f.wantResolved(want)
+			if st.VisibleRows != int64(len(want)) {
+				t.Fatalf("%d visible rows after the resume, want %d", st.VisibleRows, len(want))
 			}
 			// The published files go on the next record; once a point
 			// that late is complete the in-progress files are removed.
@@ -227,7 +253,7 @@ func TestAppendRollKilled(t *testing.T) {
 			defer s2.Close()
 			attach(t, s2, j)
 			must(t, s2.Recover(1), "second recover")
-			f.wantResolved(epoch0)
+			f.wantResolved(want)
 		})
 	}
 }
@@ -311,4 +337,11 @@ func (w *appendWriter) roll() error {
 		return err
 	}
 	return w.rollLocked()
+}
+
+// settle waits for the writer's background roll, if one runs.
+func (w *appendWriter) settle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waitSealedLocked()
 }

@@ -21,7 +21,8 @@ type ResolveOptions struct {
 }
 
 // Resolve reads every visible data file at the top level of dir, Parquet or
-// CSV by extension, checks that its columns are the layout's (in any
+// CSV by extension, and the tails of append writers' in-progress files
+// whose rows are not in a visible file yet (tail.go), checks that its columns are the layout's (in any
 // order), and resolves the rows: for each write key the row with the
 // greatest _version, with duplicates counted as ResolveRows counts them.
 // The resolved table is held in memory: it is for tests and small outputs.
@@ -53,33 +54,16 @@ func ResolveEach(dir string, layout Layout, opt ResolveOptions, emit func(row []
 	if err != nil {
 		return Stats{}, fmt.Errorf("resolving output %s: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := listOutput(dir)
 	if err != nil {
 		return Stats{}, fmt.Errorf("resolving output: %w", err)
 	}
 	srt := newSorter(sh, opt.MemoryBudget, opt.TempDir)
 	defer srt.cleanup()
-	srt.expected = rowsBound(dir, entries, len(sh.cols))
+	srt.expected = rowsBound(entries, len(sh.cols))
 	var st Stats
 	for _, e := range entries {
-		name := e.Name()
-		if !isVisible(name) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		if e.IsDir() {
-			return Stats{}, fmt.Errorf("resolving output: %s is a directory; visible entries must be data files (prefix the name with _ or . to hide it)", path)
-		}
-		format, ok := formatOfName(name)
-		if !ok {
-			return Stats{}, fmt.Errorf("resolving output: %s has extension %q; visible files must be .parquet or .csv (prefix the name with _ or . to hide it)", path, filepath.Ext(name))
-		}
-		if format == Parquet {
-			err = eachParquet(path, sh, srt.add)
-		} else {
-			err = eachCSV(path, sh, srt.add)
-		}
-		if err != nil {
+		if err := readEntry(dir, e, sh, srt.add); err != nil {
 			return Stats{}, fmt.Errorf("resolving output: %w", err)
 		}
 		st.Files++
@@ -164,25 +148,46 @@ func (g *grouper) end() error {
 	return g.emit(g.best)
 }
 
-// rowsBound bounds the rows the visible data files of dir can hold, from
-// their sizes: a sink's Parquet value takes 8 bytes (PLAIN), a CSV one at
-// least 2 (a digit and a separator). A foreign compressed Parquet file can
-// hold more; the bound only sizes a first allocation.
-func rowsBound(dir string, entries []os.DirEntry, ncols int) int64 {
+// readEntry hands the rows of one entry of listOutput to each.
+func readEntry(dir string, e outputEntry, sh *shape, each chunkFunc) error {
+	if e.tail {
+		ok, err := eachTailFile(e.path, len(sh.cols), each)
+		if err != nil || ok {
+			return err
+		}
+		// Removed since the listing: its rows are in its visible file,
+		// which the listing did not see.
+		vis := filepath.Join(dir, e.name)
+		if _, err := os.Stat(vis); err != nil {
+			return fmt.Errorf("tail %s is gone and no visible file %s holds its rows: %w", e.path, vis, err)
+		}
+		e = outputEntry{name: e.name, path: vis}
+	}
+	if fi, err := os.Stat(e.path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory; visible entries must be data files (prefix the name with _ or . to hide it)", e.path)
+	}
+	format, ok := formatOfName(e.name)
+	if !ok {
+		return fmt.Errorf("%s has extension %q; visible files must be .parquet or .csv (prefix the name with _ or . to hide it)", e.path, filepath.Ext(e.name))
+	}
+	if format == Parquet {
+		return eachParquet(e.path, sh, each)
+	}
+	return eachCSV(e.path, sh, each)
+}
+
+// rowsBound bounds the rows the entries can hold, from their sizes: a
+// sink's Parquet or tail value takes 8 bytes (PLAIN), a CSV one at least 2
+// (a digit and a separator). A foreign compressed Parquet file can hold
+// more; the bound only sizes a first allocation.
+func rowsBound(entries []outputEntry, ncols int) int64 {
 	var rows int64
 	for _, e := range entries {
-		if !isVisible(e.Name()) || e.IsDir() {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			continue // the read that follows reports it
-		}
 		per := int64(8 * ncols)
-		if f, _ := formatOfName(e.Name()); f == CSV {
+		if f, _ := formatOfName(e.name); f == CSV && !e.tail {
 			per = int64(2 * ncols)
 		}
-		rows += fi.Size() / per
+		rows += e.size / per
 	}
 	return rows
 }

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -15,17 +17,17 @@ import (
 // makes one small file per flush: thousands a second at a low buffer
 // timeout, each mostly Parquet footer. With a roll policy an append
 // writer keeps one in-progress file instead, under InProgressDir, and
-// every flush appends its rows to it and fsyncs it: the rows are durable
-// when Flush returns, as before, but not visible. The in-progress file
-// rolls (its rows are written as one visible data file, published the
-// usual way) once it is RollPolicy.Age old or RollPolicy.Size big, as
-// file sinks roll part files. The price is visibility: a row becomes
-// visible at its file's roll, up to Age after its flush, and the latency
-// an executor reports counts until then (VisibleFlusher).
+// every flush appends its rows to it and fsyncs it. The file is part of
+// the output, the writer's tail: readers read its complete segments
+// beside the visible files (tail.go), so a flush's rows are visible when
+// it returns. The in-progress file rolls (its rows are written as one
+// visible data file, published the usual way) once it is RollPolicy.Age
+// old or RollPolicy.Size big, as file sinks roll part files; the price is
+// that its rows are written twice.
 //
 // An in-progress file is a sequence of segments, one per flush:
 //
-//	"RWSG" | columns uint32 | rows uint64 | crc32c of the payload uint32 | 0 uint32
+//	"RWSG" | columns uint32 | rows uint64 | crc32c of the payload uint32 | crc32c of the header's first 20 bytes uint32
 //	payload: for each column in layout order, rows int64 values, little endian
 //
 // so the first n bytes of the file say exactly which rows they hold, and a
@@ -33,15 +35,17 @@ import (
 // checks and publishes (see appendroll.go).
 
 // InProgressDir holds the append sink's in-progress files. Its leading
-// underscore keeps it out of the output.
+// underscore keeps it from readers that know only data files (a file:
+// input, --overwrite's check); rewind's own readers read it as the
+// writers' tails (tail.go).
 const InProgressDir = "_inprogress"
 
 // RollPolicy says when an append writer's in-progress file becomes a
 // visible data file.
 type RollPolicy struct {
 	// Age: the file rolls at the first flush (or the sink's next check,
-	// every Age/4) once its first rows are this old. 0 rolls at every
-	// flush: no in-progress file, every flush visible at once.
+	// every Age/4) once its first rows are this old. 0: no in-progress
+	// file, every flush its own visible file.
 	Age time.Duration
 	// Size: the file also rolls at the flush that brings it to this many
 	// bytes (8 per value, a segment header per flush). 0: no size limit.
@@ -50,7 +54,7 @@ type RollPolicy struct {
 
 // DefaultRollPolicy is what rewind run and rewind bench use unless told
 // otherwise (--roll-age, --roll-size); see docs/output-contract.md for why.
-var DefaultRollPolicy = RollPolicy{Age: 100 * time.Millisecond, Size: 32 << 20}
+var DefaultRollPolicy = RollPolicy{Age: 10 * time.Second, Size: 32 << 20}
 
 func (p RollPolicy) rolls() bool { return p.Age > 0 }
 
@@ -67,9 +71,10 @@ func Roll(s Sink, p RollPolicy) error {
 	return nil
 }
 
-// VisibleFlusher is implemented by writers whose Flush may leave rows
-// durable but not visible yet (append with a roll policy). An executor
-// that measures latency until rows are visible uses it.
+// VisibleFlusher is implemented by writers that say when a flush's rows
+// became visible (append: when the flush returns, with or without a roll
+// policy). An executor that measures latency until rows are visible uses
+// it.
 type VisibleFlusher interface {
 	// FlushVisible is Flush; visible is called once with the time the
 	// flushed rows became visible: before FlushVisible returns when they
@@ -103,55 +108,42 @@ func encodeSegment(ncols int, chunks [][][]int64) (seg []byte, rows int64) {
 	binary.LittleEndian.PutUint32(seg[4:], uint32(ncols))
 	binary.LittleEndian.PutUint64(seg[8:], uint64(rows))
 	binary.LittleEndian.PutUint32(seg[16:], crc32.Checksum(seg[segHeader:], castagnoli))
+	binary.LittleEndian.PutUint32(seg[20:], crc32.Checksum(seg[:20], castagnoli))
 	return seg, rows
 }
 
 // decodeSegments reads the rows of data, a whole number of segments of
 // ncols columns, as column chunks (one per segment).
 func decodeSegments(data []byte, ncols int) (chunks [][][]int64, rows int64, err error) {
-	for off := 0; off < len(data); {
-		h := data[off:]
-		if len(h) < segHeader || string(h[:4]) != segMagic {
-			return nil, 0, fmt.Errorf("no segment header at byte %d", off)
-		}
-		nc := int(binary.LittleEndian.Uint32(h[4:]))
-		n := binary.LittleEndian.Uint64(h[8:])
-		if nc != ncols || n > uint64(len(h)) {
-			return nil, 0, fmt.Errorf("segment at byte %d says %d columns, %d rows; want %d columns", off, nc, n, ncols)
-		}
-		size := segHeader + int(n)*ncols*8
-		if len(h) < size {
-			return nil, 0, fmt.Errorf("segment at byte %d is cut short (%d of %d bytes)", off, len(h), size)
-		}
-		if crc32.Checksum(h[segHeader:size], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
-			return nil, 0, fmt.Errorf("segment at byte %d fails its checksum", off)
-		}
-		cols := make([][]int64, ncols)
-		p := h[segHeader:size]
-		for c := range cols {
-			cols[c] = make([]int64, n)
-			for i := range cols[c] {
-				cols[c][i] = int64(binary.LittleEndian.Uint64(p))
-				p = p[8:]
-			}
-		}
-		chunks = append(chunks, cols)
-		rows += int64(n)
-		off += size
+	used, rows, err := decodeTail(data, ncols, &chunks)
+	if err == nil && used != int64(len(data)) {
+		err = fmt.Errorf("segment at byte %d is cut short", used)
 	}
-	return chunks, rows, nil
+	return chunks, rows, err
+}
+
+// decodeTail appends the complete segments of data to chunks and says how
+// many bytes they take: the end of a tail may be cut short.
+func decodeTail(data []byte, ncols int, chunks *[][][]int64) (used, rows int64, err error) {
+	return eachSegment(bytes.NewReader(data), int64(len(data)), ncols, func(cols [][]int64) error {
+		c := make([][]int64, len(cols))
+		for i := range cols {
+			c[i] = slices.Clone(cols[i])
+		}
+		*chunks = append(*chunks, c)
+		return nil
+	})
 }
 
 // inProgress is one writer's open in-progress file.
 type inProgress struct {
-	name    string // relative to the output directory: _inprogress/<visible name>
-	f       *os.File
-	bytes   int64
-	rows    int64
-	crc     uint32 // crc32c of the file's bytes so far
-	first   time.Time
-	epoch   int64 // greatest flush epoch in the file
-	waiting []func(time.Time)
+	name  string // relative to the output directory: _inprogress/<visible name>
+	f     *os.File
+	bytes int64
+	rows  int64
+	crc   uint32 // crc32c of the file's bytes so far
+	first time.Time
+	epoch int64 // greatest flush epoch in the file
 }
 
 // createInProgress creates dir/_inprogress/<visible> exclusively and makes
