@@ -162,13 +162,39 @@ func (w *appendWriter) publish(chunks [][][]int64, epoch int64, from string) err
 // process left: published under one, it would hide that tail's rows from
 // readers (tail.go).
 func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int, fresh bool) (appendFile, error) {
+	return s.publishEach(func(write chunkFunc) error {
+		for _, c := range chunks {
+			if err := write(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, subtask, attempt, seq, fresh)
+}
+
+// publishEach is publishChunks for rows handed over one chunk at a time by
+// each (a roll streams its tail through it, so it holds one segment, not
+// the file); a chunk is encoded before each hands over the next.
+func (s *appendSink) publishEach(each func(write chunkFunc) error, subtask, attempt, seq int, fresh bool) (appendFile, error) {
 	dir := s.dir
 	ext := extOf(s.format)
 	// The checksum is taken as the file is written, for the journal.
 	h := crc32.New(castagnoli)
-	enc := encodeFile(s.format, s.shape, chunks)
+	var rows int64
 	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", subtask, attempt), func(out io.Writer) error {
-		return enc(io.MultiWriter(out, h))
+		enc, err := newEncoder(s.format, io.MultiWriter(out, h), s.shape)
+		if err != nil {
+			return err
+		}
+		if err := each(func(c [][]int64) error {
+			if len(c) > 0 {
+				rows += int64(len(c[0]))
+			}
+			return enc.write(c)
+		}); err != nil {
+			return err
+		}
+		return enc.close()
 	})
 	if err != nil {
 		return appendFile{}, err
@@ -199,12 +225,6 @@ func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int
 	// persist the removal but not the link.
 	if err := removeIfExists(tmp); err != nil {
 		return appendFile{}, err
-	}
-	var rows int64
-	for _, c := range chunks {
-		if len(c) > 0 {
-			rows += int64(len(c[0]))
-		}
 	}
 	return appendFile{File: name, Rows: rows, Size: size, CRC32C: h.Sum32()}, nil
 }

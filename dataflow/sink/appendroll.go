@@ -130,21 +130,32 @@ func (w *appendWriter) rollLocked() error {
 // rewrite writes the rows of the in-progress file ip as its visible file.
 // It touches nothing of the writer but its sink: a background roll runs
 // it without w.mu.
+//
+// It streams: the prefix's checksum is checked in one pass over the file,
+// then its segments are decoded one at a time into the encoder, so a roll
+// holds a segment rather than the file twice over (read, then decoded),
+// which several writers rolling at once made the run's peak memory.
 func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
 	path := filepath.Join(w.sink.dir, ip.name)
-	data, err := readPrefix(path, ip.bytes, ip.crc)
-	if err != nil {
-		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
-	}
-	chunks, _, err := decodeSegments(data, len(w.sink.shape.cols))
-	if err != nil {
+	if err := checkPrefix(path, ip.bytes, ip.crc); err != nil {
 		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
 	}
 	seq, err := seqOf(ip.name)
 	if err != nil {
 		return appendFile{}, err
 	}
-	f, err := w.s.publishChunks(chunks, w.subtask, w.attempt, seq, false)
+	f, err := w.s.publishEach(func(write chunkFunc) error {
+		file, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		used, _, err := eachSegment(file, ip.bytes, len(w.sink.shape.cols), write)
+		if err == nil && used != ip.bytes {
+			err = fmt.Errorf("segment at byte %d is cut short", used)
+		}
+		return err
+	}, w.subtask, w.attempt, seq, false)
 	if err != nil {
 		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
 	}

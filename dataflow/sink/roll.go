@@ -199,25 +199,25 @@ func (ip *inProgress) due(p RollPolicy, now time.Time) bool {
 	return !p.rolls() || now.Sub(ip.first) >= p.Age || (p.Size > 0 && ip.bytes >= p.Size)
 }
 
-// readPrefix reads the first n bytes of the in-progress file at path and
-// checks them against their crc32c.
-func readPrefix(path string, n int64, crc uint32) ([]byte, error) {
+// checkPrefix checks the first n bytes of the in-progress file at path
+// against their crc32c, without keeping them.
+func checkPrefix(path string, n int64, crc uint32) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(f, buf); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, errShortPrefix
+	h := crc32.New(castagnoli)
+	if _, err := io.CopyN(h, f, n); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errShortPrefix
 		}
-		return nil, err
+		return err
 	}
-	if crc32.Checksum(buf, castagnoli) != crc {
-		return nil, errPrefixCRC
+	if h.Sum32() != crc {
+		return errPrefixCRC
 	}
-	return buf, nil
+	return nil
 }
 
 var (
