@@ -322,9 +322,10 @@ func (f *Fleet) Kill(id int) (killed, detected time.Time, err error) {
 	}
 	s.mu.Lock()
 	s.killed = time.Now() // before the signal: its work must see a kill
+	asked := s.killed
 	s.mu.Unlock()
 	if f.pool == nil {
-		return s.killed, f.killExternal(s), nil
+		return asked, f.killExternal(s), nil
 	}
 	at, err := f.pool.Kill(id)
 	if err != nil {
