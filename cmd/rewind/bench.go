@@ -75,7 +75,7 @@ status is 1 when a run failed or produced a wrong result.`, bench.DefaultFaultCa
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.contestants, "executors", bench.DefaultContestants(registry), "contestants, comma-separated; recordwise takes /aligned or /unaligned")
-	fl.StringArrayVar(&f.fails, "fail", nil, fmt.Sprintf("crash for every run: worker=W,at=DURATION or worker=W,after-records=N[,after-point=NAME] (repeatable), or none for the steady state only (default: worker 0 at warmup + %g x cadence)", bench.DefaultFaultCadences))
+	fl.StringArrayVar(&f.fails, "fail", nil, fmt.Sprintf("crash for every run: worker=W,at=DURATION, worker=W,after-records=N or worker=W,at-point=NAME[,occurrence=K] (each [,after-point=NAME]; repeatable), or none for the steady state only (default: worker 0 at warmup + %g x cadence)", bench.DefaultFaultCadences))
 	fl.DurationVar(&f.duration, "duration", bench.DefaultDuration, "how long the live input runs")
 	fl.Float64Var(&f.rate, "rate", bench.DefaultRate, "records/s of the live input (summed over the job's inputs)")
 	fl.DurationVar(&f.warmup, "warmup", bench.DefaultWarmup, "start of the run left out of the figures")
