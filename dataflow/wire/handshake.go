@@ -15,7 +15,8 @@ import (
 
 // Protocol is the version of the conversation above the frames; a Hello
 // of another version is refused.
-const Protocol = 1
+// 2 added the kill and close frames.
+const Protocol = 2
 
 // Hello is the first frame a dialer sends.
 type Hello struct {
