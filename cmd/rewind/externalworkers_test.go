@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -11,12 +10,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/job"
-	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
-	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
+
+// externalRun is a test's directory, the run's token (in the environment
+// every process it starts inherits) and the coordinator's address.
+func externalRun(t *testing.T) (dir, addr string) {
+	t.Helper()
+	token, err := wire.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(run.TokenEnv, token)
+	return t.TempDir(), freeLoopbackAddr(t)
+}
 
 // freeLoopbackAddr is a loopback address with a port nothing listens on
 // (a coordinator with --worker-launch external needs a fixed one).
@@ -74,13 +82,7 @@ func schedule(t *testing.T, dir, addr string, id int, wg *sync.WaitGroup) *sched
 // ends with the output equal to an independent count, a bill with
 // measured detect and acquire, and every worker process exited.
 func TestExternalWorkersAreKilledAndReplacedByTheirScheduler(t *testing.T) {
-	dir := t.TempDir()
-	token, err := wire.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(run.TokenEnv, token)
-	addr := freeLoopbackAddr(t)
+	dir, addr := externalRun(t)
 	const spec = "gen:records=60000,keys=500,partitions=2,seed=4"
 	var wg sync.WaitGroup
 	w0 := schedule(t, dir, addr, 0, &wg) // dials until the coordinator listens
@@ -99,17 +101,7 @@ func TestExternalWorkersAreKilledAndReplacedByTheirScheduler(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("a worker process outlived its run by a minute")
 	}
-	var s report.Summary
-	if err := json.Unmarshal([]byte(lastLine(p.stdout.String())), &s); err != nil {
-		t.Fatalf("summary: %v\n%s", err, p.stdout.String())
-	}
-	if s.Crashes != 1 || len(s.Recoveries) != 1 {
-		t.Fatalf("%d crashes, %d recoveries; want 1 and 1", s.Crashes, len(s.Recoveries))
-	}
-	r := s.Recoveries[0]
-	if r.DetectMs == nil || r.AcquireMs == nil || *r.AcquireMs <= 0 || len(r.Modelled) != 0 {
-		t.Fatalf("recovery %q: detect %v acquire %v modelled %v; want both measured", r.Cause, r.DetectMs, r.AcquireMs, r.Modelled)
-	}
+	checkOneMeasuredKill(t, p)
 	if !strings.Contains(p.stderr.String(), "waiting for 2 worker processes to join at "+addr) {
 		t.Errorf("the coordinator did not say where it waits for its workers:\n%s", p.stderr)
 	}
@@ -125,36 +117,14 @@ func TestExternalWorkersAreKilledAndReplacedByTheirScheduler(t *testing.T) {
 	if !w1.ended[1].state.Success() {
 		t.Errorf("worker 1's replacement exited %s; stderr:\n%s", w1.ended[1].state, w1.ended[1].stderr)
 	}
-	j, err := job.Build("keyed-count", job.DefaultParams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, st, err := sink.Resolve(filepath.Join(dir, "out"), j.Output)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := independentKeyedCount(t, spec)
-	if len(got.Rows) != len(want) || st.DuplicateRows != 0 {
-		t.Fatalf("resolved %d keys (%d duplicates), the independent count has %d", len(got.Rows), st.DuplicateRows, len(want))
-	}
-	for _, row := range got.Rows { // key, count, sum, _version
-		if w := want[row[0]]; row[1] != w[0] || row[2] != w[1] {
-			t.Fatalf("key %d: count %d sum %d, independent count %v", row[0], row[1], row[2], w)
-		}
-	}
+	checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
 }
 
 // A coordinator that dies is not the end of its run: its external workers
 // exit 1 (a scheduler starts them again, to join the coordinator resumed
 // with --resume), where at the end of a run they exit 0.
 func TestExternalWorkersExitWithAnErrorWhenTheirCoordinatorDies(t *testing.T) {
-	dir := t.TempDir()
-	token, err := wire.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(run.TokenEnv, token)
-	addr := freeLoopbackAddr(t)
+	dir, addr := externalRun(t)
 	p := startCLI(t, dir, "run", "--executor", "diskphase", "--workers", "process", "--worker-launch", "external",
 		"--listen", addr, "--input", "gen:records=50000000,keys=5000", "--job-records", "1000000",
 		"--output", "out", "--storage", "data", "--progress", "none", "-v")

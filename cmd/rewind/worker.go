@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +52,7 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 			if killProcess != nil {
 				opts.OnKill = func() { killProcess(fault.Spec{}) }
 			}
-			c, wel, err := joinRetrying(cmd.Context(), addr, id, opts, join)
+			c, wel, err := run.JoinCoordinatorRetrying(cmd.Context(), addr, id, opts, join)
 			if err != nil {
 				return err
 			}
@@ -85,27 +84,6 @@ func newWorkerCmd(stderr io.Writer) *cobra.Command {
 	cmd.Flags().DurationVar(&beat, "heartbeat-interval", run.DefaultHeartbeatInterval, "beat this often on the connection")
 	cmd.Flags().DurationVar(&join, "join-timeout", time.Minute, "keep dialing a coordinator that is not listening yet for this long (a scheduler may start workers first)")
 	return cmd
-}
-
-// joinRetrying joins the coordinator at addr, dialing again while nothing
-// listens there yet, for up to limit; a refusal (a wrong token, a worker
-// id already in the run) is final.
-func joinRetrying(ctx context.Context, addr string, id int, opts wire.Options, limit time.Duration) (*wire.Conn, run.WorkerWelcome, error) {
-	deadline := time.Now().Add(limit)
-	wait := 50 * time.Millisecond
-	for {
-		c, wel, err := run.JoinCoordinator(ctx, addr, id, opts)
-		var op *net.OpError
-		if err == nil || !errors.As(err, &op) || op.Op != "dial" || time.Now().Add(wait).After(deadline) {
-			return c, wel, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, run.WorkerWelcome{}, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
 }
 
 // workerMode is --workers, refused (a usage error) for an executor whose

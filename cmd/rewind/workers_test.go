@@ -99,17 +99,7 @@ func TestRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 	if !p.state.Success() {
 		t.Fatalf("exit %s; stderr:\n%s", p.state, p.stderr)
 	}
-	var s report.Summary
-	if err := json.Unmarshal([]byte(lastLine(p.stdout.String())), &s); err != nil {
-		t.Fatalf("summary: %v\n%s", err, p.stdout.String())
-	}
-	if s.Crashes != 1 || len(s.Recoveries) != 1 {
-		t.Fatalf("%d crashes, %d recoveries; want 1 and 1", s.Crashes, len(s.Recoveries))
-	}
-	r := s.Recoveries[0]
-	if r.DetectMs == nil || r.AcquireMs == nil || *r.AcquireMs <= 0 || len(r.Modelled) != 0 {
-		t.Fatalf("recovery %q: detect %v acquire %v modelled %v; want both measured", r.Cause, r.DetectMs, r.AcquireMs, r.Modelled)
-	}
+	checkOneMeasuredKill(t, p)
 	logs := p.stderr.String()
 	if !strings.Contains(logs, "sent SIGKILL") || !strings.Contains(logs, "exited: killed by SIGKILL") {
 		t.Fatalf("no worker process was SIGKILLed:\n%s", logs)
@@ -124,23 +114,7 @@ func TestRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 			t.Errorf("worker %s (pid %d) outlived its run", m[1], pid)
 		}
 	}
-	j, err := job.Build("keyed-count", job.DefaultParams)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, st, err := sink.Resolve(filepath.Join(dir, "out"), j.Output)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := independentKeyedCount(t, spec)
-	if len(got.Rows) != len(want) || st.DuplicateRows != 0 {
-		t.Fatalf("resolved %d keys (%d duplicates), the independent count has %d", len(got.Rows), st.DuplicateRows, len(want))
-	}
-	for _, row := range got.Rows { // key, count, sum, _version
-		if w := want[row[0]]; row[1] != w[0] || row[2] != w[1] {
-			t.Fatalf("key %d: count %d sum %d, independent count %v", row[0], row[1], row[2], w)
-		}
-	}
+	checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
 }
 
 // TestWorkerProcessesReadARelativeFileInput: a worker process runs in a
@@ -168,5 +142,45 @@ func TestWorkerProcessesReadARelativeFileInput(t *testing.T) {
 	}
 	if s.RecordsIn != 3000 || s.ResolvedRows != 7 {
 		t.Fatalf("records in %d, resolved rows %d; want 3000 and 7", s.RecordsIn, s.ResolvedRows)
+	}
+}
+
+// checkOneMeasuredKill: the run p printed a JSON summary with one crash
+// whose recovery's detect and acquire were measured, not modelled.
+func checkOneMeasuredKill(t *testing.T, p *cliProcess) {
+	t.Helper()
+	var s report.Summary
+	if err := json.Unmarshal([]byte(lastLine(p.stdout.String())), &s); err != nil {
+		t.Fatalf("summary: %v\n%s", err, p.stdout.String())
+	}
+	if s.Crashes != 1 || len(s.Recoveries) != 1 {
+		t.Fatalf("%d crashes, %d recoveries; want 1 and 1", s.Crashes, len(s.Recoveries))
+	}
+	r := s.Recoveries[0]
+	if r.DetectMs == nil || r.AcquireMs == nil || *r.AcquireMs <= 0 || len(r.Modelled) != 0 {
+		t.Fatalf("recovery %q: detect %v acquire %v modelled %v; want both measured", r.Cause, r.DetectMs, r.AcquireMs, r.Modelled)
+	}
+}
+
+// checkKeyedCountOutput: the keyed-count output in out resolves, with no
+// duplicate, to what an independent count of spec gives.
+func checkKeyedCountOutput(t *testing.T, out, spec string) {
+	t.Helper()
+	j, err := job.Build("keyed-count", job.DefaultParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, st, err := sink.Resolve(out, j.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := independentKeyedCount(t, spec)
+	if len(got.Rows) != len(want) || st.DuplicateRows != 0 {
+		t.Fatalf("resolved %d keys (%d duplicates), the independent count has %d", len(got.Rows), st.DuplicateRows, len(want))
+	}
+	for _, row := range got.Rows { // key, count, sum, _version
+		if w := want[row[0]]; row[1] != w[0] || row[2] != w[1] {
+			t.Fatalf("key %d: count %d sum %d, independent count %v", row[0], row[1], row[2], w)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package run_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -21,14 +20,8 @@ func externalWorker(t *testing.T, addr string, id int) (c *wire.Conn, killed cha
 	killed = make(chan struct{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		c, _, err = run.JoinCoordinator(ctx, addr, id, wire.Options{Log: t.Logf, OnKill: func() { close(killed) }})
-		var op *net.OpError
-		if err == nil || !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond) // the fleet is not listening yet
-	}
+	// The fleet may not be listening yet.
+	c, _, err = run.JoinCoordinatorRetrying(ctx, addr, id, wire.Options{Log: t.Logf, OnKill: func() { close(killed) }}, 10*time.Second)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,8 +3,10 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -146,6 +148,28 @@ func JoinCoordinator(ctx context.Context, addr string, id int, opts wire.Options
 		return nil, WorkerWelcome{}, fmt.Errorf("the coordinator's welcome is not a worker configuration: %w", err)
 	}
 	return c, ww, nil
+}
+
+// JoinCoordinatorRetrying is JoinCoordinator dialing again while nothing
+// listens at addr yet (a scheduler may start a worker before its
+// coordinator), for up to limit; a refusal (a wrong token, a worker id
+// already in the run) is final.
+func JoinCoordinatorRetrying(ctx context.Context, addr string, id int, opts wire.Options, limit time.Duration) (*wire.Conn, WorkerWelcome, error) {
+	deadline := time.Now().Add(limit)
+	wait := 50 * time.Millisecond
+	for {
+		c, wel, err := JoinCoordinator(ctx, addr, id, opts)
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) || op.Op != "dial" || time.Now().Add(wait).After(deadline) {
+			return c, wel, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, WorkerWelcome{}, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // SeriesReader is the run's record of a reader of input name's partition

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -131,15 +132,13 @@ func (w *appendWriter) rollLocked() error {
 // It touches nothing of the writer but its sink: a background roll runs
 // it without w.mu.
 //
-// It streams: the prefix's checksum is checked in one pass over the file,
-// then its segments are decoded one at a time into the encoder, so a roll
-// holds a segment rather than the file twice over (read, then decoded),
+// It streams in one pass: the segments are decoded one at a time into the
+// encoder while the prefix's checksum is taken, and a prefix that is short
+// or differs from its record fails the roll before the file is published.
+// A roll so holds a segment, not the file twice over (read, then decoded),
 // which several writers rolling at once made the run's peak memory.
 func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
 	path := filepath.Join(w.sink.dir, ip.name)
-	if err := checkPrefix(path, ip.bytes, ip.crc); err != nil {
-		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
-	}
 	seq, err := seqOf(ip.name)
 	if err != nil {
 		return appendFile{}, err
@@ -150,11 +149,17 @@ func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
 			return err
 		}
 		defer file.Close()
-		used, _, err := eachSegment(file, ip.bytes, len(w.sink.shape.cols), write)
-		if err == nil && used != ip.bytes {
-			err = fmt.Errorf("segment at byte %d is cut short", used)
+		h := crc32.New(castagnoli)
+		used, _, err := eachSegment(io.TeeReader(io.LimitReader(file, ip.bytes), h), ip.bytes, len(w.sink.shape.cols), write)
+		switch {
+		case err != nil:
+			return err
+		case used != ip.bytes:
+			return errShortPrefix
+		case h.Sum32() != ip.crc:
+			return errPrefixCRC
 		}
-		return err
+		return nil
 	}, w.subtask, w.attempt, seq, false)
 	if err != nil {
 		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)

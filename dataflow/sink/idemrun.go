@@ -54,25 +54,13 @@ type runMeta struct {
 	crc             uint32
 }
 
-// crcWriter checksums what passes through it.
-type crcWriter struct {
-	w io.Writer
-	h hash.Hash32
-}
-
-func (c *crcWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.h.Write(p[:n])
-	return n, err
-}
-
 // runWriter writes one run under a temporary name; done makes it durable
 // under its own name.
 type runWriter struct {
 	dir, tmp string
 	f        *os.File
 	bw       *bufio.Writer
-	cw       *crcWriter
+	h        hash.Hash32 // of everything written, as the manifest records it
 	meta     runMeta
 	rowLen   int
 }
@@ -83,8 +71,8 @@ func createRun(dir, id string, num int64, rowLen int) (*runWriter, error) {
 		return nil, err
 	}
 	w := &runWriter{dir: dir, tmp: f.Name(), f: f, rowLen: rowLen, meta: runMeta{num: num}}
-	w.cw = &crcWriter{w: f, h: crc32.New(castagnoli)}
-	w.bw = bufio.NewWriterSize(w.cw, 1<<20)
+	w.h = crc32.New(castagnoli)
+	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.h), 1<<20)
 	h := make([]byte, idemRunHeaderLen)
 	copy(h, idemRunMagic)
 	copy(h[8:], id)
@@ -122,7 +110,7 @@ func (w *runWriter) done() (runMeta, error) {
 		return runMeta{}, fmt.Errorf("writing run %s: %w", filepath.Join(w.dir, runName(w.meta.num)), err)
 	}
 	w.meta.size = idemRunHeaderLen + w.meta.rows*int64(w.rowLen)
-	w.meta.crc = w.cw.h.Sum32()
+	w.meta.crc = w.h.Sum32()
 	return w.meta, nil
 }
 
@@ -149,17 +137,6 @@ type runReader struct {
 	prev   []byte
 }
 
-type crcReader struct {
-	r io.Reader
-	h hash.Hash32
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	return n, err
-}
-
 func openRun(dir, id string, m runMeta, rowLen, keyLen, bufSize int) (*runReader, error) {
 	path := filepath.Join(dir, runName(m.num))
 	bad := func(format string, a ...any) error {
@@ -182,7 +159,7 @@ func openRun(dir, id string, m runMeta, rowLen, keyLen, bufSize int) (*runReader
 	}
 	r := &runReader{path: path, f: f, h: crc32.New(castagnoli), meta: m, left: m.rows, keyLen: keyLen,
 		row: make([]byte, rowLen), prev: make([]byte, 0, keyLen)}
-	r.br = bufio.NewReaderSize(&crcReader{r: f, h: r.h}, bufSize)
+	r.br = bufio.NewReaderSize(io.TeeReader(f, r.h), bufSize)
 	h := make([]byte, idemRunHeaderLen)
 	if _, err := io.ReadFull(r.br, h); err != nil {
 		return fail(bad("reading its header: %v", err))

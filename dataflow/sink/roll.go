@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,27 +196,6 @@ func (ip *inProgress) due(p RollPolicy, now time.Time) bool {
 		return false
 	}
 	return !p.rolls() || now.Sub(ip.first) >= p.Age || (p.Size > 0 && ip.bytes >= p.Size)
-}
-
-// checkPrefix checks the first n bytes of the in-progress file at path
-// against their crc32c, without keeping them.
-func checkPrefix(path string, n int64, crc uint32) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := crc32.New(castagnoli)
-	if _, err := io.CopyN(h, f, n); err != nil {
-		if errors.Is(err, io.EOF) {
-			return errShortPrefix
-		}
-		return err
-	}
-	if h.Sum32() != crc {
-		return errPrefixCRC
-	}
-	return nil
 }
 
 var (

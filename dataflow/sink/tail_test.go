@@ -192,3 +192,28 @@ func TestTailConcurrentReaders(t *testing.T) {
 	must(t, w.Close(), "close writer")
 	f.wantResolved(all)
 }
+
+// TestRollOfADamagedTail: a roll streams its tail into the visible file
+// and checks the tail against its record on the way; a flipped byte makes
+// the roll fail, naming the tail, and publishes nothing.
+func TestRollOfADamagedTail(t *testing.T) {
+	f := newFixture(t)
+	r, _ := newRand(t)
+	g := newGen(r, 300, 1000)
+	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	defer s.Close()
+	w := f.writer(s, 0, 0)
+	for i := 0; i < 3; i++ {
+		f.write(w, 0, g.rows(40))
+		must(t, w.Flush(0), "flush")
+	}
+	tail := filepath.Join(f.dir, InProgressDir, "part-s0-a0-000000.parquet")
+	flipByte(t, tail, 344+100)
+	err := w.(*appendWriter).roll()
+	if err == nil || !strings.Contains(err.Error(), tail) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("roll of a damaged tail: %v; want one line naming %s", err, tail)
+	}
+	if n := len(visibleNames(t, f.dir)); n != 0 {
+		t.Fatalf("%d visible files after a failed roll, want none", n)
+	}
+}
