@@ -30,7 +30,12 @@ var (
 	flagVerbose   = flag.Bool("rw.v", false, "print progress events of the runs")
 )
 
-func TestMain(m *testing.M) { runtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testWorkerEnv) == "1" {
+		os.Exit(serveTestWorker()) // this binary, started as a worker process
+	}
+	runtest.Main(m)
+}
 
 // fastDir returns a fresh directory for storage or output, on a RAM disk
 // unless -rw.disk is set.

@@ -1,0 +1,204 @@
+package recordwise
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/runtest"
+	"github.com/rewind-engine/rewind/dataflow/wire"
+)
+
+// testWorkerEnv makes this test binary serve as a recordwise worker
+// process (TestMain).
+const testWorkerEnv = "REWIND_RECORDWISE_TEST_WORKER"
+
+func testWorkerCommand() *run.WorkerCommand {
+	return &run.WorkerCommand{Binary: os.Args[0], Env: []string{testWorkerEnv + "=1"},
+		Args: func(addr string, id int) []string { return []string{addr, strconv.Itoa(id)} }}
+}
+
+// serveTestWorker is the worker process's main; its allocator is checked
+// (a leak exits 3, which the fleet's Ended shows as an error).
+func serveTestWorker() int {
+	id, err := strconv.Atoi(os.Args[2])
+	if err != nil {
+		return 2
+	}
+	ctx := context.Background()
+	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	err = Executor{}.ServeWorker(ctx, c, wel.Config, run.WorkerEnv{ID: id, Alloc: alloc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_ = c.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if left := alloc.CurrentAlloc(); left != 0 {
+		fmt.Fprintf(os.Stderr, "worker %d: %d bytes of Arrow memory outstanding at exit\n", id, left)
+		return 3
+	}
+	return 0
+}
+
+// preparedEnv is a prepared run of sc with this test binary as its worker
+// command, closed (and its allocator checked) when the test ends.
+func preparedEnv(t *testing.T, sc *scenario) (*run.Env, *options, *plan) {
+	t.Helper()
+	cfg := sc.config(t)
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	env, err := run.Prepare(context.Background(), cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Close(); err != nil {
+			t.Errorf("closing env: %v", err)
+		}
+		alloc.AssertSize(t, 0)
+	})
+	env.WorkerCommand = testWorkerCommand()
+	opts, err := sc.opts.resolve(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := buildPlan(env.Job, cfg.Parallelism)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, opts, pl
+}
+
+// TestPlacement: with as many workers as the parallelism, worker w runs
+// subtask w of every chain, and only the links between different
+// subtasks cross processes; with one worker nothing crosses.
+func TestPlacement(t *testing.T) {
+	env, _, pl := preparedEnv(t, &scenario{job: "join", inputs: inputs("join", 200, 0, 1), parallelism: 3})
+	_ = env
+	all := pl.links()
+	cross := pl.crossing(3)
+	if len(cross) == 0 || len(cross) >= len(all) {
+		t.Fatalf("%d of %d links cross 3 workers; want some, not all", len(cross), len(all))
+	}
+	for i, l := range all {
+		if l.id != uint32(i+1) {
+			t.Fatalf("link %d has id %d", i, l.id)
+		}
+		if (l.fromSub != l.toSub) != (workerOf(l.fromSub, 3) != workerOf(l.toSub, 3)) {
+			t.Fatalf("link %s: crossing is wrong", l.name())
+		}
+	}
+	if n := len(pl.crossing(1)); n != 0 {
+		t.Fatalf("%d links cross one worker", n)
+	}
+	for w := range 3 {
+		for _, line := range pl.placementOf(w, 3) {
+			if strings.HasPrefix(line, "task ") && !strings.HasSuffix(line, "-"+strconv.Itoa(w)) {
+				t.Fatalf("worker %d runs %s", w, line)
+			}
+		}
+	}
+	if err := pl.checkWorkers(4); err == nil {
+		t.Fatal("4 workers for parallelism 3 accepted")
+	}
+}
+
+// TestWorkerProcessesStartFromTheirWelcomeAlone: each worker process of a
+// recordwise run joins, opens the inputs and storage its Welcome names,
+// finds the coordinator's placement and partition split, and says ready;
+// asked to run tasks it says it does not yet (the reason the trait is
+// unset); a kill and a replacement are measured; none outlives the fleet.
+func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
+	for _, jobName := range []string{"keyed-count", "join"} {
+		t.Run(jobName, func(t *testing.T) {
+			env, opts, pl := preparedEnv(t, &scenario{job: jobName, inputs: inputs(jobName, 2000, 0, 1), parallelism: 2})
+			f, err := startWorkerProcesses(context.Background(), env, opts, pl, "r1", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			defer func() {
+				if !closed {
+					f.Close()
+				}
+			}()
+			for id := range 2 {
+				s := f.Slot(id)
+				if s == nil || s.Acquire <= 0 {
+					t.Fatalf("worker %d: not ready, or its acquire unmeasured", id)
+				}
+				if err := s.Conn.SendControl([]byte(`{"op":"tasks"}`)); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				b, err := s.Conn.Control(ctx)
+				cancel()
+				var m procMsg
+				if err != nil || json.Unmarshal(b, &m) != nil || m.Op != opError || !strings.Contains(m.Text, "do not run tasks yet") {
+					t.Fatalf("worker %d answered a task request with %s (%v), want a refusal", id, b, err)
+				}
+			}
+			if _, _, err := f.Kill(1); err != nil {
+				t.Fatal(err)
+			}
+			if acq, err := f.Replace(context.Background(), 1); err != nil || acq <= 0 {
+				t.Fatalf("replacement: acquire %v, %v", acq, err)
+			}
+			f.Close()
+			closed = true
+			if kills := runtest.CheckNoOrphans(t, f.Ended()); kills != 1 || len(f.Ended()) != 3 {
+				t.Fatalf("%d of %d processes SIGKILLed, want 1 of 3", kills, len(f.Ended()))
+			}
+		})
+	}
+}
+
+// TestWorkerProcessWithOtherPlacementRefusesToStart: a worker told to run
+// other tasks, or to read other partitions, than its own plan gives it
+// says why, and the start fails with it.
+func TestWorkerProcessWithOtherPlacementRefusesToStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*procConfig)
+		want   string
+	}{
+		{"placement", func(c *procConfig) { c.Placement[1] = c.Placement[0] }, "the plan places"},
+		{"partitions", func(c *procConfig) { c.Partitions[1] = nil }, "the inputs split"},
+		{"barriers", func(c *procConfig) { c.Barriers = "sideways" }, "sideways"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, opts, pl := preparedEnv(t, &scenario{job: "keyed-count", inputs: inputs("keyed-count", 200, 0, 1), parallelism: 2})
+			cfg, err := workerConfig(env, opts, pl, "r1", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(&cfg)
+			b, err := json.Marshal(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := run.StartFleet(context.Background(), env.FleetConfig(Executor{}.Name(), b, 2))
+			if err == nil {
+				f.Close()
+				t.Fatal("a worker with another configuration than its plan's started")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start failed with %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
