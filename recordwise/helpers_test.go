@@ -116,6 +116,9 @@ type scenario struct {
 	params   *job.Params
 	// trace, if set, records the run's time-space events.
 	trace *spacetime.Recorder
+	// processes runs the tasks in worker processes (this test binary,
+	// --workers process).
+	processes bool
 }
 
 type result struct {
@@ -127,6 +130,8 @@ type result struct {
 	env     *run.Env
 	err     error
 	storage string
+	// ended is how each worker process ended (processes).
+	ended []run.ProcEnd
 }
 
 func (sc *scenario) String() string {
@@ -170,7 +175,15 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode, SinkRoll: sc.roll,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Workers: sc.workers(),
 	}
+}
+
+func (sc *scenario) workers() run.WorkerMode {
+	if sc.processes {
+		return run.WorkersProcess
+	}
+	return run.WorkersInproc
 }
 
 func (sc *scenario) outputDir(t testing.TB) string {
@@ -234,12 +247,17 @@ func (sc *scenario) execute(t testing.TB) *result {
 	}
 	env.Trace = sc.trace
 	o := &result{env: env, storage: cfg.Storage}
+	opts := sc.opts
+	if sc.processes {
+		env.WorkerCommand = testWorkerCommand()
+		opts.hooks.fleet = func(f *run.Fleet) { o.ended = f.Ended() }
+	}
 	if sc.runFor > 0 {
 		var stop context.CancelFunc
 		runCtx, stop = context.WithTimeout(ctx, sc.runFor)
 		defer stop()
 	}
-	o.summary, o.report, o.err = Executor{Options: sc.opts}.RunReport(runCtx, env)
+	o.summary, o.report, o.err = Executor{Options: opts}.RunReport(runCtx, env)
 	if o.err == nil && !sc.measureOnly {
 		if err := run.Finish(env, o.summary); err != nil {
 			t.Fatalf("%s: finish: %v", sc, err)

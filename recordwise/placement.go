@@ -96,5 +96,8 @@ func (pl *plan) checkWorkers(n int) error {
 	if n < 1 || n > pl.parallelism {
 		return fmt.Errorf("%d worker processes for parallelism %d: allowed are 1..%d", n, pl.parallelism, pl.parallelism)
 	}
+	if k := len(pl.links()); k >= 1<<16 {
+		return fmt.Errorf("%d channels between tasks: worker processes carry at most %d", k, 1<<16-1)
+	}
 	return nil
 }

@@ -120,8 +120,7 @@ func TestPlacement(t *testing.T) {
 // TestWorkerProcessesStartFromTheirWelcomeAlone: each worker process of a
 // recordwise run joins, opens the inputs and storage its Welcome names,
 // finds the coordinator's placement and partition split, and says ready;
-// asked to run tasks it says it does not yet (the reason the trait is
-// unset); a kill and a replacement are measured; none outlives the fleet.
+// asked for what it does not know it says so; a kill and a replacement are measured; none outlives the fleet.
 func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
 	for _, jobName := range []string{"keyed-count", "join"} {
 		t.Run(jobName, func(t *testing.T) {
@@ -148,8 +147,8 @@ func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
 				b, err := s.Conn.Control(ctx)
 				cancel()
 				var m procMsg
-				if err != nil || json.Unmarshal(b, &m) != nil || m.Op != opError || !strings.Contains(m.Text, "do not run tasks yet") {
-					t.Fatalf("worker %d answered a task request with %s (%v), want a refusal", id, b, err)
+				if err != nil || json.Unmarshal(b, &m) != nil || m.Op != opError || !strings.Contains(m.Text, "unknown request") {
+					t.Fatalf("worker %d answered an unknown request with %s (%v), want a refusal", id, b, err)
 				}
 			}
 			if _, _, err := f.Kill(1); err != nil {
@@ -200,5 +199,36 @@ func TestWorkerProcessWithOtherPlacementRefusesToStart(t *testing.T) {
 				t.Fatalf("start failed with %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestProcessWorkersEqualTheOracle: with every task in a worker process
+// (subtask i on worker i) and every channel between two of them relayed
+// over wire data channels, the output equals the oracle's for each job,
+// barrier mode and sink mode, with no crash; every worker process ended
+// by itself with its checked allocator at zero.
+func TestProcessWorkersEqualTheOracle(t *testing.T) {
+	for _, jobName := range []string{"keyed-count", "join", "windowed-sum"} {
+		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+			for _, mode := range sinks {
+				sc := &scenario{job: jobName, inputs: inputs(jobName, 3000, 0, 1), barriers: b, mode: mode, processes: true}
+				t.Run(fmt.Sprintf("%s/%s/%s", jobName, b, mode), func(t *testing.T) {
+					o := sc.execute(t)
+					if o.err != nil {
+						t.Fatalf("%s: %v", sc, o.err)
+					}
+					o.check(t, sc.String())
+					if kills := runtest.CheckNoOrphans(t, o.ended); kills != 0 || len(o.ended) != 2 {
+						t.Fatalf("%d of %d processes SIGKILLed, want 0 of 2", kills, len(o.ended))
+					}
+					if c := o.summary.Checkpoints; c == nil || c.Completed < 1 {
+						t.Fatalf("%s: no checkpoint completed (%+v)", sc, c)
+					}
+					if o.summary.RecordsIn != 3000 {
+						t.Fatalf("%s: %d records read, want 3000", sc, o.summary.RecordsIn)
+					}
+				})
+			}
+		}
 	}
 }

@@ -5,9 +5,7 @@ package recordwise
 // takes from its coordinator's Welcome, and the worker's start-up up to
 // "ready" (inputs and durable storage open, the same plan, placement and
 // partition split as its coordinator's), which ends the measured acquire
-// of a replacement. Running the tasks in it is not built yet, so
-// Traits.ProcessWorkers stays false and `--workers process` is refused;
-// docs/workers.md says what is left.
+// of a replacement. procworker.go runs its tasks.
 
 import (
 	"context"
@@ -18,9 +16,8 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
-	"github.com/rewind-engine/rewind/dataflow/storage"
-	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 )
 
@@ -39,6 +36,9 @@ type procConfig struct {
 	ReadRows         int           `json:"read_rows"`
 	BufferTimeout    time.Duration `json:"buffer_timeout"`
 	SinkTaskRate     float64       `json:"sink_task_rate,omitempty"`
+	// SinkMode is the sink's contract; the coordinator writes the rows
+	// (procsink.go).
+	SinkMode sink.Mode `json:"sink_mode"`
 	// Placement is, per worker, what the coordinator's plan gives it
 	// (plan.placementOf), and Partitions the source partitions its tasks
 	// read: a worker whose job or inputs split otherwise refuses to start,
@@ -85,7 +85,7 @@ func workerConfig(env *run.Env, opts *options, pl *plan, runID string, n int) (p
 	cfg := procConfig{WorkerRun: wr, Parallelism: pl.parallelism, Workers: n,
 		Barriers: s.Variant(), AlignmentTimeout: s.AlignmentTimeout, BufferRows: opts.bufferRows,
 		ChannelBuffers: opts.channelBuffers, ReadRows: opts.readRows, BufferTimeout: s.BufferTimeout,
-		SinkTaskRate: opts.sinkTaskRate}
+		SinkTaskRate: opts.sinkTaskRate, SinkMode: env.Sink.Mode()}
 	for w := range n {
 		parts, err := pl.partitionsOf(env.Sources, w, n)
 		if err != nil {
@@ -109,69 +109,6 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, pl *
 		return nil, err
 	}
 	return run.StartFleet(ctx, env.FleetConfig(Executor{}.Name(), b, n))
-}
-
-// procWorker is what a recordwise worker process holds: its
-// configuration, inputs, durable storage and plan. Its tasks, once they
-// run here, are memory that dies with this process.
-type procWorker struct {
-	cfg   procConfig
-	id    int
-	env   *run.Env
-	plan  *plan
-	mode  barrier.Mode
-	store storage.Store
-}
-
-// procMsg is a control message between a recordwise coordinator and a
-// worker process; op says what it is.
-type procMsg struct {
-	Op   string `json:"op"`
-	Text string `json:"text,omitempty"`
-}
-
-const opError = "error"
-
-// ServeWorker implements run.ProcessWorker: a recordwise worker process.
-// It opens what its configuration names and says ready (or failed, with
-// the reason). Tasks are not run in worker processes yet: any request is
-// answered with an error saying so. It returns when the connection
-// closes.
-func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMessage, w run.WorkerEnv) error {
-	var cfg procConfig
-	if err := json.Unmarshal(config, &cfg); err != nil {
-		return fmt.Errorf("recordwise worker: the configuration is not one: %w", err)
-	}
-	pw, err := startWorkerSide(ctx, cfg, w)
-	if err != nil {
-		err = fmt.Errorf("recordwise worker %d: %w", w.ID, err)
-		_ = run.SendFailed(c, err)
-		return err
-	}
-	defer pw.env.Close()
-	if err := run.SendReady(c); err != nil {
-		return nil // the coordinator is gone already
-	}
-	for {
-		b, err := c.Control(ctx)
-		if err != nil {
-			return nil // the run is over, or the coordinator is gone
-		}
-		var m procMsg
-		reply := procMsg{Op: opError}
-		if err := json.Unmarshal(b, &m); err != nil {
-			reply.Text = fmt.Sprintf("recordwise worker %d: a control message that is not one: %v", w.ID, err)
-		} else {
-			reply.Text = fmt.Sprintf("recordwise worker %d: %q: worker processes do not run tasks yet", w.ID, m.Op)
-		}
-		msg, err := json.Marshal(reply)
-		if err != nil {
-			return err
-		}
-		if err := c.SendControl(msg); err != nil {
-			return nil
-		}
-	}
 }
 
 // startWorkerSide opens a worker process's inputs and storage and builds
@@ -216,6 +153,8 @@ func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*pro
 	if !slices.Equal(parts, cfg.Partitions[w.ID]) {
 		return nil, fmt.Errorf("the inputs split into %v here, into %v at the coordinator", parts, cfg.Partitions[w.ID])
 	}
+	opts := &options{settings: Options{Barriers: cfg.Barriers, AlignmentTimeout: cfg.AlignmentTimeout, BufferTimeout: cfg.BufferTimeout},
+		bufferRows: cfg.BufferRows, channelBuffers: cfg.ChannelBuffers, readRows: cfg.ReadRows, sinkTaskRate: cfg.SinkTaskRate}
 	ok = true
-	return &procWorker{cfg: cfg, id: w.ID, env: env, plan: pl, mode: mode, store: env.PatientStore().Store()}, nil
+	return &procWorker{cfg: cfg, id: w.ID, env: env, plan: pl, mode: mode, opts: opts, alloc: w.Alloc}, nil
 }

@@ -72,6 +72,9 @@ type Options struct {
 
 // testHooks are knobs only this package's tests set.
 type testHooks struct {
+	// fleet sees the run's worker processes once they are closed
+	// (--workers process), for the tests' orphan checks.
+	fleet func(*run.Fleet)
 	// channelDelay delays every item of the channel from (chain, subtask)
 	// to (chain, subtask) by the returned duration: a slow link.
 	channelDelay func(fromChain string, fromSub int, toChain string, toSub int) time.Duration
@@ -198,6 +201,12 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		s, rep := sh.obs.summary(time.Since(start))
 		return s, &rep
 	}
+	if cfg.Workers == run.WorkersProcess {
+		if sh.proc, err = startProcCoord(ctx, sh); err != nil {
+			return nil, nil, fmt.Errorf("recordwise: %w", err)
+		}
+		defer sh.proc.close()
+	}
 	var pending *recovery
 	for attempt := 0; ; attempt++ {
 		if attempt > maxRestarts {
@@ -243,11 +252,24 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			// The survivors run on until the crash is detected; the
 			// replacement is acquired once the job is torn down.
 			bill := &report.Crash{At: oc.at}
-			detected := env.Replacement().Detected(ctx, bill, time.Now())
-			inc.stop()
-			inProgress := inc.coord.pending()
-			inc.teardown()
-			ready := env.Replacement().Acquired(ctx, bill, detected)
+			var ready time.Time
+			var inProgress []checkpoint.ID
+			if sh.proc != nil {
+				// Every task stops, on every process; then the dead
+				// processes are replaced, measured.
+				inc.stop()
+				inProgress = inc.coord.pending()
+				inc.teardown()
+				if ready, err = sh.proc.replaceDead(ctx, bill); err != nil {
+					return nil, nil, fmt.Errorf("recordwise: %w", err)
+				}
+			} else {
+				detected := env.Replacement().Detected(ctx, bill, time.Now())
+				inc.stop()
+				inProgress = inc.coord.pending()
+				inc.teardown()
+				ready = env.Replacement().Acquired(ctx, bill, detected)
+			}
 			sh.obs.cutShort(attempt, inProgress, oc.cause)
 			traceCutShort(env.Trace, inProgress, oc.cause)
 			pending = sh.obs.crash(oc.cause, bill, ready, len(inProgress))

@@ -228,10 +228,11 @@ func TestLinkBackpressuresAcrossProcesses(t *testing.T) {
 	var pushed []item
 	for {
 		it := item{kind: kData, batch: linkBatch(l.sendAlloc, rng)}
+		mine := it.retained() // before the push: the pumps may release theirs at once
 		if !l.prod.tryPush(it, time.Now()) {
 			// Full now; give the pumps time to move what they can.
 			settled := false
-			for range 50 {
+			for range 100 { // a second without room: the link holds all it can
 				time.Sleep(10 * time.Millisecond)
 				if l.prod.tryPush(it, time.Now()) {
 					settled = false
@@ -241,10 +242,11 @@ func TestLinkBackpressuresAcrossProcesses(t *testing.T) {
 			}
 			if settled {
 				it.release()
+				mine.release()
 				break
 			}
 		}
-		pushed = append(pushed, it.retained())
+		pushed = append(pushed, mine)
 		if len(pushed) > 100 {
 			t.Fatalf("the producer pushed %d batches into a stalled link of capacity %d", len(pushed), capacity)
 		}
