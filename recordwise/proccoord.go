@@ -272,21 +272,19 @@ func (pc *procCoord) start(inc *incarnation) {
 }
 
 // relay moves one link's frames from the producer's connection to the
-// consumer's, as they came.
+// consumer's, as they came. A broken producer is not an end: the consumer
+// then gets nothing more, rather than an end after a part of the stream.
 func relay(ctx context.Context, rx *wire.Receiver, tx *wire.Sender) {
 	defer rx.Close()
-	defer func() {
-		end, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = tx.End(end) // releases its encoder
-	}()
 	for {
 		it, err := rx.Next(ctx)
 		if err != nil {
+			tx.Abandon()
 			return
 		}
 		switch {
 		case it.End:
+			_ = tx.End(ctx)
 			return
 		case it.Batch != nil:
 			err = tx.Send(ctx, it.Batch)
@@ -295,6 +293,7 @@ func relay(ctx context.Context, rx *wire.Receiver, tx *wire.Sender) {
 			err = tx.Barrier(ctx, it.Barrier)
 		}
 		if err != nil {
+			tx.Abandon()
 			return
 		}
 	}

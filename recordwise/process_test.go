@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -14,8 +15,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
+	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
@@ -230,5 +234,87 @@ func TestProcessWorkersEqualTheOracle(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// checkProcessKills: the run crashed crashes times, every crash was a
+// worker process's death with its detect and acquire measured (nothing
+// modelled), and the processes ended as killed kills and started started.
+func checkProcessKills(t *testing.T, sc *scenario, o *result, crashes, started int) {
+	t.Helper()
+	if o.err != nil {
+		t.Fatalf("%s: %v", sc, o.err)
+	}
+	o.check(t, sc.String())
+	if o.summary.Crashes != crashes {
+		t.Fatalf("%s: %d crashes, want %d", sc, o.summary.Crashes, crashes)
+	}
+	for i, r := range o.summary.Recoveries {
+		if r.DetectMs == nil || r.AcquireMs == nil || *r.AcquireMs <= 0 || *r.DetectMs < 0 || len(r.Modelled) != 0 {
+			t.Fatalf("%s: recovery %d: detect %v, acquire %v, modelled %v; want both measured", sc, i, r.DetectMs, r.AcquireMs, r.Modelled)
+		}
+	}
+	if kills := runtest.CheckNoOrphans(t, o.ended); kills != crashes || len(o.ended) != started {
+		t.Fatalf("%s: %d of %d processes SIGKILLed, want %d of %d", sc, kills, len(o.ended), crashes, started)
+	}
+}
+
+// processKillSinks are the sink modes the kill tests run: every one.
+var processKillSinks = sinks
+
+// TestProcessWorkerSIGKILL: worker 1's process is SIGKILLed after a seeded
+// record count, once a recovery point is durable; the run restarts every
+// task from it on a replacement process and the output equals the
+// reference (duplicates: none for idempotent and transactional, counted
+// exactly for append).
+func TestProcessWorkerSIGKILL(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, jobName := range []string{"keyed-count", "join"} {
+		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+			for _, mode := range processKillSinks {
+				after := int64(500 + rng.IntN(3000))
+				sc := &scenario{job: jobName, inputs: inputs(jobName, 6000, 20000, 3), barriers: b, mode: mode, processes: true,
+					fails: []fault.Spec{{Worker: 1, AfterRecords: after, AfterPoint: PointAfterMetadata}}}
+				t.Run(fmt.Sprintf("%s/%s/%s", jobName, b, mode), func(t *testing.T) {
+					checkProcessKills(t, sc, sc.execute(t), 1, 3)
+				})
+			}
+		}
+	}
+}
+
+// TestProcessWorkerSIGKILLTwiceInARow: worker 1 is killed, then its
+// replacement at its first read (held back until the restore began), and
+// the output is still the reference's.
+func TestProcessWorkerSIGKILLTwiceInARow(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, mode := range processKillSinks {
+		after := int64(500 + rng.IntN(2000))
+		sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 6000, 20000, 5), mode: mode, processes: true,
+			fails: []fault.Spec{{Worker: 1, AfterRecords: after, AfterPoint: PointAfterMetadata},
+				{Worker: 1, AfterRecords: after + 1, AfterPoint: PointMidRestore}}}
+		t.Run(string(mode), func(t *testing.T) {
+			checkProcessKills(t, sc, sc.execute(t), 2, 4)
+		})
+	}
+}
+
+// TestProcessWorkerSIGKILLDuringRecovery: worker 0 is killed after a
+// seeded record count, and worker 1 while the coordinator restores the
+// recovery point for the first restart; both are replaced, and the output
+// is the reference's.
+func TestProcessWorkerSIGKILLDuringRecovery(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+		after := int64(500 + rng.IntN(2000))
+		sc := &scenario{job: "join", inputs: inputs("join", 6000, 20000, 7), barriers: b, mode: sink.Transactional, processes: true,
+			fails: []fault.Spec{{Worker: 0, AfterRecords: after, AfterPoint: PointAfterMetadata},
+				{Worker: 1, AtPoint: PointMidRestore, Occurrence: 1}}}
+		t.Run(b.String(), func(t *testing.T) {
+			checkProcessKills(t, sc, sc.execute(t), 2, 4)
+		})
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -254,10 +253,8 @@ func (inc *incarnation) closeSide() {
 	for _, rx := range s.rx {
 		rx.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	for _, tx := range s.tx {
-		_ = tx.End(ctx) // releases its encoder; the far end is closed or gone
+		tx.Abandon() // a link cut short has no end
 	}
 	s.rx, s.tx = nil, nil
 }

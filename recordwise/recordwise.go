@@ -222,7 +222,19 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			if cr, ok := fault.AsCrash(err); ok {
 				at := time.Now()
 				bill := &report.Crash{At: at}
-				ready := env.Replacement().Wait(ctx, bill, at)
+				var ready time.Time
+				if sh.proc != nil && cr.Worker >= 0 {
+					// A worker process killed while the coordinator
+					// restores: no attempt runs, so it is replaced here.
+					if _, _, err := sh.proc.fleet.Kill(cr.Worker); err != nil {
+						return nil, nil, fmt.Errorf("recordwise: %w", err)
+					}
+					if ready, err = sh.proc.replaceDead(ctx, bill); err != nil {
+						return nil, nil, fmt.Errorf("recordwise: %w", err)
+					}
+				} else {
+					ready = env.Replacement().Wait(ctx, bill, at)
+				}
 				who := "coordinator"
 				if cr.Worker >= 0 {
 					who = fmt.Sprintf("worker %d", cr.Worker) // a worker kill at the point: recovery starts again all the same
