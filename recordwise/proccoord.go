@@ -42,6 +42,9 @@ type procCoord struct {
 
 	mu  sync.Mutex
 	cur *incarnation // the attempt running, nil between two
+	// series are the running attempt's readers as the run over time sees
+	// them, by input/partition: the workers' reads, reported here.
+	series map[string]*report.SeriesReader
 	// stopped[w] receives the attempts worker w stopped.
 	stopped []chan int
 }
@@ -57,6 +60,9 @@ func startProcCoord(ctx context.Context, sh *shared) (*procCoord, error) {
 	for w := range n {
 		pc.stopped = append(pc.stopped, make(chan int, 4))
 		pc.watch(w)
+	}
+	if h := sh.opts.hooks.fleetStarted; h != nil {
+		h(fleet)
 	}
 	return pc, nil
 }
@@ -129,6 +135,7 @@ func (pc *procCoord) handle(w int, s *run.FleetSlot, m procMsg) {
 			return
 		}
 		if m.Obs.Kind == obsRead {
+			pc.series[m.Obs.Input+"/"+m.Obs.Partition].Read(m.Obs.N, m.Obs.Offset)
 			// Record-count faults count here, where every read arrives.
 			if err := inc.env.Faults.Read(m.Obs.N); err != nil {
 				inc.fail(err, checkpoint.TaskID(fmt.Sprintf("worker %d", w)))
@@ -235,8 +242,18 @@ func (pc *procCoord) ctrl(w, attempt int, task string, m ctrlMsg) {
 // links between two of them, the attempt's start with what it restores,
 // and the checkpoint coordinator here.
 func (pc *procCoord) start(inc *incarnation) {
+	series := map[string]*report.SeriesReader{}
+	for _, c := range inc.plan.chains {
+		if c.source == nil {
+			continue
+		}
+		for k, name := range inc.env.Sources[c.source.Input].Partitions() {
+			key := c.source.Input + "/" + name
+			series[key] = inc.env.SeriesReader(c.source.Input, k, inc.restoredPos[key])
+		}
+	}
 	pc.mu.Lock()
-	pc.cur = inc
+	pc.cur, pc.series = inc, series
 	pc.mu.Unlock()
 	for _, l := range inc.plan.crossing(pc.n) {
 		from, to := pc.fleet.Slot(workerOf(l.fromSub, pc.n)), pc.fleet.Slot(workerOf(l.toSub, pc.n))
@@ -305,7 +322,10 @@ func (pc *procCoord) detach(inc *incarnation) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.cur == inc {
-		pc.cur = nil
+		for _, sr := range pc.series {
+			sr.Close()
+		}
+		pc.cur, pc.series = nil, nil
 	}
 }
 

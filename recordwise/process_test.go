@@ -3,6 +3,7 @@ package recordwise
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,5 +318,49 @@ func TestProcessWorkerSIGKILLDuringRecovery(t *testing.T) {
 		t.Run(b.String(), func(t *testing.T) {
 			checkProcessKills(t, sc, sc.execute(t), 2, 4)
 		})
+	}
+}
+
+// TestProcessWorkerDyingOnItsOwn: a worker process killed from outside
+// the run (as the OOM killer would) is a broken connection like a kill of
+// the run's: it is billed (its detect 0, the moment unknown; its acquire
+// measured), replaced, and the output is the reference's.
+func TestProcessWorkerDyingOnItsOwn(t *testing.T) {
+	sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 6000, 20000, 9), mode: sink.Idempotent, processes: true}
+	killed := make(chan error, 1)
+	sc.opts.hooks.fleetStarted = func(f *run.Fleet) {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			killed <- syscall.Kill(f.Current(1).Pid(), syscall.SIGKILL)
+		}()
+	}
+	o := sc.execute(t)
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	checkProcessKills(t, sc, o, 1, 3)
+	if r := o.summary.Recoveries[0]; *r.DetectMs != 0 {
+		t.Fatalf("detect %v ms for a death the run did not cause, want 0", *r.DetectMs)
+	}
+}
+
+// TestProcessWorkersRefuseTaskPoints: with worker processes a fault at a
+// point only tasks pass (or held back until one) is refused up front, as
+// a usage error naming it, instead of never firing.
+func TestProcessWorkersRefuseTaskPoints(t *testing.T) {
+	for _, f := range []fault.Spec{
+		{Worker: -1, Point: PointMidPartWrite, Occurrence: 1},
+		{Worker: 1, AtPoint: PointBeforeAck, Occurrence: 1},
+		{Worker: 1, AfterRecords: 10, AfterPoint: PointSinkAfterPrecommit},
+	} {
+		sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 200, 0, 1), processes: true, fails: []fault.Spec{f}}
+		o := sc.execute(t)
+		var re run.RefusedError
+		if !errors.As(o.err, &re) || !strings.Contains(o.err.Error(), "--workers process") {
+			t.Fatalf("--fail %s: %v, want a refusal naming --workers process", f, o.err)
+		}
+		if o.ended != nil {
+			t.Fatalf("--fail %s: worker processes were started before the refusal", f)
+		}
 	}
 }

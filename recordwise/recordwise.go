@@ -73,8 +73,9 @@ type Options struct {
 // testHooks are knobs only this package's tests set.
 type testHooks struct {
 	// fleet sees the run's worker processes once they are closed
-	// (--workers process), for the tests' orphan checks.
-	fleet func(*run.Fleet)
+	// (--workers process), for the tests' orphan checks; fleetStarted
+	// once they are ready.
+	fleet, fleetStarted func(*run.Fleet)
 	// channelDelay delays every item of the channel from (chain, subtask)
 	// to (chain, subtask) by the returned duration: a slow link.
 	channelDelay func(fromChain string, fromSub int, toChain string, toSub int) time.Duration
@@ -133,7 +134,8 @@ func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
-		FirstDurablePoint: PointAfterMetadata, CommitPoint: PointSinkAfterCommit, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes)}
+		FirstDurablePoint: PointAfterMetadata, CommitPoint: PointSinkAfterCommit, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes),
+		ProcessWorkers: true}
 }
 
 // FailPoints implements run.Executor.
@@ -202,6 +204,9 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		return s, &rep
 	}
 	if cfg.Workers == run.WorkersProcess {
+		if err := refuseTaskPoints(cfg.Fails); err != nil {
+			return nil, nil, err
+		}
 		if sh.proc, err = startProcCoord(ctx, sh); err != nil {
 			return nil, nil, fmt.Errorf("recordwise: %w", err)
 		}

@@ -36,7 +36,7 @@ func TestWorkerFlagsAreValidatedAndRefused(t *testing.T) {
 		{[]string{"bench", "--workers", "process", "--heartbeat-interval", "1s", "--heartbeat-timeout", "1s"}, "must be longer than --heartbeat-interval"},
 		{[]string{"bench", "--workers", "threads"}, `invalid --workers "threads"`},
 		{[]string{"bench", "--workers", "process", "--executors", "diskphase,microbatch"}, "contestant microbatch runs its workers inside this process only"},
-		{[]string{"bench", "--workers", "process", "--executors", "recordwise/unaligned"}, "contestant recordwise/unaligned runs its workers inside this process only"},
+		{[]string{"bench", "--workers", "process", "--executors", "microbatch"}, "contestant microbatch runs its workers inside this process only"},
 		{[]string{"trace", "--executor", "diskphase", "--workers", "process"}, "invalid --workers process: trace draws its diagram from events recorded in this process"},
 		{[]string{"trace", "--teach", "list", "--workers", "process"}, "invalid --workers process: trace draws"},
 		{[]string{"trace", "--heartbeat-interval", "10ms"}, "invalid --heartbeat-interval: it does nothing with --workers inproc"},
