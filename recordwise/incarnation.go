@@ -211,14 +211,7 @@ func (inc *incarnation) teardown() {
 // builds a fresh set of tasks from it. It starts nothing.
 func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnation, err error) {
 	inc = &incarnation{shared: sh, attempt: attempt, done: make(chan struct{})}
-	inc.ctx, inc.cancel = context.WithCancel(ctx)
-	inc.coordCtx, inc.coordCancel = context.WithCancel(inc.ctx)
-	p := sh.plan.parallelism
-	for w := 0; w < p; w++ {
-		c, cancel := context.WithCancel(inc.ctx)
-		inc.workerCtx = append(inc.workerCtx, c)
-		inc.workerCancel = append(inc.workerCancel, cancel)
-	}
+	inc.contexts(ctx)
 	defer func() {
 		if err != nil {
 			inc.stop()
@@ -281,6 +274,18 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	}
 	inc.coord = newCoordLoop(inc, co)
 	return inc, nil
+}
+
+// contexts makes the incarnation's contexts under ctx: its own, its
+// coordinator's and one per worker, each cancelled alone by a crash.
+func (inc *incarnation) contexts(ctx context.Context) {
+	inc.ctx, inc.cancel = context.WithCancel(ctx)
+	inc.coordCtx, inc.coordCancel = context.WithCancel(inc.ctx)
+	for range inc.plan.parallelism {
+		c, cancel := context.WithCancel(inc.ctx)
+		inc.workerCtx = append(inc.workerCtx, c)
+		inc.workerCancel = append(inc.workerCancel, cancel)
+	}
 }
 
 // start launches every goroutine: reader goroutines, tasks, coordinator

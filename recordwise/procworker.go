@@ -134,13 +134,7 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 	sh.obs.fwd = func(o obsMsg) { _ = sendMsg(pw.conn, procMsg{Op: opObs, Attempt: attempt, Obs: &o}) }
 	inc := &incarnation{shared: sh, attempt: attempt, done: make(chan struct{}),
 		side: &workerSide{id: pw.id, n: pw.cfg.Workers, conn: pw.conn}}
-	inc.ctx, inc.cancel = context.WithCancel(ctx)
-	inc.coordCtx, inc.coordCancel = context.WithCancel(inc.ctx)
-	for range pw.plan.parallelism {
-		c, cancel := context.WithCancel(inc.ctx)
-		inc.workerCtx = append(inc.workerCtx, c)
-		inc.workerCancel = append(inc.workerCancel, cancel)
-	}
+	inc.contexts(ctx)
 	defer func() {
 		if err != nil {
 			inc.stop()

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,16 +32,10 @@ func TestRecordwiseRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 			if !strings.Contains(logs, "sent SIGKILL") || !strings.Contains(logs, "exited: killed by SIGKILL") {
 				t.Fatalf("no worker process was SIGKILLed:\n%s", logs)
 			}
-			started := workerStarted.FindAllStringSubmatch(logs, -1)
-			if len(started) != 3 { // two, and worker 1's replacement
-				t.Fatalf("%d worker processes started, want 3:\n%s", len(started), logs)
+			if n := len(workerStarted.FindAllStringSubmatch(logs, -1)); n != 3 { // two, and worker 1's replacement
+				t.Fatalf("%d worker processes started, want 3:\n%s", n, logs)
 			}
-			for _, m := range started {
-				pid, _ := strconv.Atoi(m[3])
-				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-					t.Errorf("worker %s (pid %d) outlived its run", m[1], pid)
-				}
-			}
+			checkWorkersGone(t, logs, 3)
 			checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
 		})
 	}
