@@ -117,8 +117,9 @@ type scenario struct {
 	// trace, if set, records the run's time-space events.
 	trace *spacetime.Recorder
 	// processes runs the tasks in worker processes (this test binary,
-	// --workers process).
-	processes bool
+	// --workers process); heartbeatTimeout is then --heartbeat-timeout.
+	processes        bool
+	heartbeatTimeout time.Duration
 }
 
 type result struct {
@@ -175,7 +176,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode, SinkRoll: sc.roll,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
-		Workers: sc.workers(),
+		Workers: sc.workers(), HeartbeatTimeout: sc.heartbeatTimeout,
 	}
 }
 

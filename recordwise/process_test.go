@@ -332,3 +332,29 @@ func TestProcessWorkersRefuseTaskPoints(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessWorkerFrozen: a worker process stopped by SIGSTOP keeps its
+// connection open but sends nothing, so it is declared dead once the
+// heartbeat timeout has passed, SIGKILLed before its replacement starts
+// (two incarnations never share its tasks), and the run ends with the
+// reference's output.
+func TestProcessWorkerFrozen(t *testing.T) {
+	sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 6000, 20000, 11), mode: sink.Transactional, processes: true,
+		heartbeatTimeout: time.Second}
+	frozen := make(chan error, 1)
+	sc.opts.hooks.fleetStarted = func(f *run.Fleet) {
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			frozen <- syscall.Kill(f.Current(1).Pid(), syscall.SIGSTOP)
+		}()
+	}
+	begin := time.Now()
+	o := sc.execute(t)
+	if err := <-frozen; err != nil {
+		t.Fatal(err)
+	}
+	checkProcessKills(t, sc, o, 1, 3)
+	if took := time.Since(begin); took < time.Second {
+		t.Fatalf("the run took %s: a frozen worker cannot have been declared dead before the 1 s timeout", took)
+	}
+}
