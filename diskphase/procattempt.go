@@ -30,7 +30,7 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 		res.err = &workerDiedError{worker: a.worker, reason: reason, killed: s.KilledAt(), detected: s.BrokenAt()}
 	}
 	if err := send(s.Conn, procMsg{Op: opRun, Unit: a.unit, Attempt: a.num, Worker: a.worker, Rerun: a.rerun,
-		Map: task.Map, Reduce: task.Reduce}); err != nil {
+		Map: task.Map, Reduce: task.Reduce, Pace: x.splitSchedule(task.Map)}); err != nil {
 		died(err)
 		return
 	}

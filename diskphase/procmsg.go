@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
 // The control messages between a coordinator and a worker process with
@@ -37,6 +38,9 @@ type procMsg struct {
 	Rerun   bool        `json:"rerun,omitempty"`
 	Map     *mapTask    `json:"map,omitempty"`
 	Reduce  *reduceTask `json:"reduce,omitempty"`
+	// Pace is a paced map input's schedule as the coordinator fixed it,
+	// so the worker process reads on the run's schedule, not its own.
+	Pace *source.Schedule `json:"pace,omitempty"`
 
 	// read: N records, and the hand-over stamps of the records read since
 	// the last read message.

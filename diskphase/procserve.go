@@ -161,6 +161,7 @@ func (s *served) serve(r servedRun) procMsg {
 	var err error
 	switch {
 	case m.Map != nil:
+		x.followSchedule(m.Map, m.Pace)
 		done.MapEntry, err = a.runMap(r.ctx, m.Map)
 	case m.Reduce != nil:
 		done.ReduceEntry, err = a.runReduce(r.ctx, m.Reduce)

@@ -37,8 +37,8 @@ func TestWorkerFlagsAreValidatedAndRefused(t *testing.T) {
 		{[]string{"bench", "--workers", "threads"}, `invalid --workers "threads"`},
 		{[]string{"bench", "--workers", "process", "--executors", "diskphase,microbatch"}, "contestant microbatch runs its workers inside this process only"},
 		{[]string{"bench", "--workers", "process", "--executors", "recordwise/unaligned"}, "contestant recordwise/unaligned runs its workers inside this process only"},
-		{[]string{"trace", "--executor", "diskphase", "--workers", "process"}, "invalid --workers process: trace draws its diagram from events recorded in this process"},
-		{[]string{"trace", "--teach", "list", "--workers", "process"}, "invalid --workers process: trace draws"},
+		{[]string{"trace", "--executor", "microbatch", "--workers", "process"}, "invalid --workers process: executor microbatch runs its workers inside this process only"},
+		{[]string{"trace", "--teach", "list", "--workers", "process"}, "invalid --workers process with --teach: a lesson's mistake runs inside the workers"},
 		{[]string{"trace", "--heartbeat-interval", "10ms"}, "invalid --heartbeat-interval: it does nothing with --workers inproc"},
 	} {
 		var args []string
