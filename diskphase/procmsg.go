@@ -53,10 +53,12 @@ type procMsg struct {
 
 	// done: the whole ledger entry as the worker built it (every field,
 	// whatever the entry types grow), or Err.
-	MapEntry    *MapEntry          `json:"map_entry,omitempty"`
-	ReduceEntry *ReduceEntry       `json:"reduce_entry,omitempty"`
-	Err         *procErr           `json:"err,omitempty"`
-	Counts      map[int]procCounts `json:"counts,omitempty"`
+	MapEntry    *MapEntry    `json:"map_entry,omitempty"`
+	ReduceEntry *ReduceEntry `json:"reduce_entry,omitempty"`
+	Err         *procErr     `json:"err,omitempty"`
+	// Counts (done, and every read and point): what the attempt has
+	// materialised so far, so a killed attempt's share is not lost with it.
+	Counts map[int]procCounts `json:"counts,omitempty"`
 }
 
 // procStamp is a handoverLog stamp on the wire (wall clock: both
@@ -137,6 +139,9 @@ type procConfig struct {
 	Plan        RunPlan     `json:"plan"`
 	Compression Compression `json:"compression"`
 	ReadBatch   int         `json:"read_batch"`
+	// ChunkRows is the coordinator's chunk budget (never 0 there): a
+	// worker without it wrote a file every few rows.
+	ChunkRows int `json:"chunk_rows"`
 }
 
 // send sends m on c.
