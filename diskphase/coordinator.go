@@ -77,8 +77,10 @@ type traceEvent struct {
 }
 
 func (x *execution) tracef(ev traceEvent) {
-	if x.trace != nil {
+	if ev.At.IsZero() {
 		ev.At = time.Now()
+	}
+	if x.trace != nil {
 		x.trace(ev)
 	}
 	if tr := x.env.Trace; tr != nil {
@@ -446,7 +448,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 		if err != nil {
 			return err
 		}
-		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String()})
+		x.tracef(traceEvent{Kind: "crash", Worker: w, Detail: msg.crash.Spec.String(), At: rec.At})
 		if r == nil {
 			x.met.settle(rec)
 			c.queue = append(c.queue, evWorkerLost{Worker: w})
@@ -477,7 +479,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			if err != nil {
 				return err
 			}
-			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: crash.Spec.String()})
+			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: crash.Spec.String(), At: rec.At})
 			c.killed(r, crash, rec)
 		case hasDied:
 			// A worker process that died on its own (a panic, the OOM
@@ -489,7 +491,7 @@ func (c *coordinator) handle(ctx context.Context, msg any) error {
 			if err != nil {
 				return err
 			}
-			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: died.Error()})
+			x.tracef(traceEvent{Kind: "crash", Worker: r.worker, Detail: died.Error(), At: rec.At})
 			c.killed(r, nil, rec)
 		case errors.As(msg.err, &bad):
 			rec := x.met.newRecovery(fmt.Sprintf("%s, found by %s", bad.Error(), r.unit), time.Now(), true)
@@ -569,7 +571,9 @@ func (c *coordinator) killed(r *attemptRun, crash *fault.Crash, rec *recoveryRec
 	r.dead, r.killedBy = true, crash
 	r.cancel(crash)
 	c.x.met.interrupted(rec, r.unit, true)
-	c.x.tracef(traceEvent{Kind: "interrupted", Unit: r.unit, Attempt: r.num, Worker: r.worker})
+	// Stamped at the death, not now: with worker processes the recovery
+	// (detect, a replacement's start) has already been waited for here.
+	c.x.tracef(traceEvent{Kind: "interrupted", Unit: r.unit, Attempt: r.num, Worker: r.worker, At: rec.At})
 	c.queue = append(c.queue, evAttemptCrashed{Unit: r.unit, Attempt: r.num, Worker: r.worker})
 }
 

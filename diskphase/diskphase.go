@@ -46,7 +46,8 @@ func (Executor) Name() string { return "diskphase" }
 // once the first finite job commits.
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"job-records", "job-interval", "lost-piece-recovery", "detect-delay", "acquire-delay"},
-		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}, ProcessWorkers: true}
+		FirstDurablePoint: pointAfterCommit, NoOptions: Options{}, ProcessWorkers: true,
+		ProcessTrace: true}
 }
 
 // FailPoints implements run.Executor.

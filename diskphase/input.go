@@ -75,6 +75,31 @@ func (b borrowed) next(ctx context.Context, max int) (arrow.RecordBatch, int64, 
 
 func (borrowed) close() {}
 
+// splitSchedule is the schedule a paced input's reader of t's split
+// keeps, fixed here as opening it here would (nil: no map task, or an
+// unpaced input). A worker process told it follows it (followSchedule).
+func (x *execution) splitSchedule(t *mapTask) *source.Schedule {
+	if t == nil {
+		return nil
+	}
+	sp := x.splits[t.Split]
+	s, ok := source.FixSchedule(x.env.Sources[x.topo.inputs[sp.input].name], sp.partition, source.Position{Partition: sp.name, Offset: t.Start})
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+// followSchedule makes this worker process read t's split on the
+// coordinator's schedule s.
+func (x *execution) followSchedule(t *mapTask, s *source.Schedule) {
+	if s == nil {
+		return
+	}
+	sp := x.splits[t.Split]
+	source.FollowSchedule(x.env.Sources[x.topo.inputs[sp.input].name], sp.partition, *s)
+}
+
 // openSplit returns the reader of split s for an attempt starting at start.
 func (x *execution) openSplit(ctx context.Context, s int, start int64) (splitReader, error) {
 	sp := x.splits[s]

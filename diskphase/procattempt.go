@@ -26,11 +26,16 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 		res.err = fmt.Errorf("no worker process %d", a.worker)
 		return
 	}
+	// What the attempt materialised so far, as its last message said: a
+	// death loses the done message's counts, not these, so the run counts
+	// a killed attempt's files as a simulated worker's are counted.
+	var sofar map[int]procCounts
+	defer func() { x.met.addProcCounts(sofar) }()
 	died := func(reason error) {
 		res.err = &workerDiedError{worker: a.worker, reason: reason, killed: s.KilledAt(), detected: s.BrokenAt()}
 	}
 	if err := send(s.Conn, procMsg{Op: opRun, Unit: a.unit, Attempt: a.num, Worker: a.worker, Rerun: a.rerun,
-		Map: task.Map, Reduce: task.Reduce}); err != nil {
+		Map: task.Map, Reduce: task.Reduce, Pace: x.splitSchedule(task.Map)}); err != nil {
 		died(err)
 		return
 	}
@@ -66,6 +71,9 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 			died(err)
 			return
 		}
+		if m.Counts != nil {
+			sofar = m.Counts
+		}
 		var ferr error
 		switch m.Op {
 		case opRead:
@@ -87,7 +95,6 @@ func (x *execution) runRemote(ctx context.Context, a *attempt, task actRun, res 
 				ferr = nil
 			}
 		case opDone:
-			x.met.addProcCounts(m.Counts)
 			res.m, res.r = m.MapEntry, m.ReduceEntry
 			if m.Err != nil {
 				res.m, res.r, res.err = nil, nil, m.Err.err(a.worker)

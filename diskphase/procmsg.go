@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
 // The control messages between a coordinator and a worker process with
@@ -37,6 +38,9 @@ type procMsg struct {
 	Rerun   bool        `json:"rerun,omitempty"`
 	Map     *mapTask    `json:"map,omitempty"`
 	Reduce  *reduceTask `json:"reduce,omitempty"`
+	// Pace is a paced map input's schedule as the coordinator fixed it,
+	// so the worker process reads on the run's schedule, not its own.
+	Pace *source.Schedule `json:"pace,omitempty"`
 
 	// read: N records, and the hand-over stamps of the records read since
 	// the last read message.
@@ -49,10 +53,12 @@ type procMsg struct {
 
 	// done: the whole ledger entry as the worker built it (every field,
 	// whatever the entry types grow), or Err.
-	MapEntry    *MapEntry          `json:"map_entry,omitempty"`
-	ReduceEntry *ReduceEntry       `json:"reduce_entry,omitempty"`
-	Err         *procErr           `json:"err,omitempty"`
-	Counts      map[int]procCounts `json:"counts,omitempty"`
+	MapEntry    *MapEntry    `json:"map_entry,omitempty"`
+	ReduceEntry *ReduceEntry `json:"reduce_entry,omitempty"`
+	Err         *procErr     `json:"err,omitempty"`
+	// Counts (done, and every read and point): what the attempt has
+	// materialised so far, so a killed attempt's share is not lost with it.
+	Counts map[int]procCounts `json:"counts,omitempty"`
 }
 
 // procStamp is a handoverLog stamp on the wire (wall clock: both
@@ -133,6 +139,9 @@ type procConfig struct {
 	Plan        RunPlan     `json:"plan"`
 	Compression Compression `json:"compression"`
 	ReadBatch   int         `json:"read_batch"`
+	// ChunkRows is the coordinator's chunk budget (never 0 there): a
+	// worker without it wrote a file every few rows.
+	ChunkRows int `json:"chunk_rows"`
 }
 
 // send sends m on c.

@@ -78,10 +78,13 @@ func workerExecution(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*exe
 	if !slices.Equal(names, cfg.Plan.Splits) {
 		return nil, fmt.Errorf("the inputs split into %v here, into %v at the coordinator", names, cfg.Plan.Splits)
 	}
+	if cfg.ChunkRows <= 0 {
+		return nil, fmt.Errorf("the coordinator sent a chunk budget of %d rows", cfg.ChunkRows)
+	}
 	counted := storage.NewCounting(env.PatientStore().Store())
 	ok = true
 	return &execution{env: env, store: counted, counted: counted, topo: topo, splits: splits, plan: cfg.Plan,
-		compression: cfg.Compression, readBatch: cfg.ReadBatch, names: newNames(j.Name, cfg.RunID),
+		compression: cfg.Compression, readBatch: cfg.ReadBatch, chunkRows: cfg.ChunkRows, names: newNames(j.Name, cfg.RunID),
 		met: newMetrics(nil, time.Now()), handover: newHandoverLog()}, nil
 }
 
@@ -161,6 +164,7 @@ func (s *served) serve(r servedRun) procMsg {
 	var err error
 	switch {
 	case m.Map != nil:
+		x.followSchedule(m.Map, m.Pace)
 		done.MapEntry, err = a.runMap(r.ctx, m.Map)
 	case m.Reduce != nil:
 		done.ReduceEntry, err = a.runReduce(r.ctx, m.Reduce)
@@ -198,10 +202,12 @@ func (g *remoteGate) ask(m procMsg) error {
 	}
 }
 
-func (g *remoteGate) point(name string) error { return g.ask(procMsg{Op: opPoint, Point: name}) }
+func (g *remoteGate) point(name string) error {
+	return g.ask(procMsg{Op: opPoint, Point: name, Counts: g.s.x.met.procCounts()})
+}
 
 // read reports n records read, with the hand-over stamps made since the
 // last report: the coordinator keeps the log latency is measured from.
 func (g *remoteGate) read(n int64) error {
-	return g.ask(procMsg{Op: opRead, N: n, Stamps: g.s.x.handover.drain()})
+	return g.ask(procMsg{Op: opRead, N: n, Stamps: g.s.x.handover.drain(), Counts: g.s.x.met.procCounts()})
 }

@@ -17,7 +17,7 @@ func (x *execution) startWorkers(ctx context.Context, n int, heartbeatTimeout ti
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Plan: x.plan, Compression: x.compression, ReadBatch: x.readBatch})
+	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Plan: x.plan, Compression: x.compression, ReadBatch: x.readBatch, ChunkRows: x.chunkRows})
 	if err != nil {
 		return nil, err
 	}

@@ -62,5 +62,5 @@ func record(tr *spacetime.Recorder, ev traceEvent) {
 	default:
 		return
 	}
-	tr.Record(e)
+	tr.Add(ev.At, e)
 }

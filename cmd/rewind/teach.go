@@ -161,7 +161,7 @@ func (c *classroom) config(exec run.Executor) (run.Config, error) {
 // run runs cfg on exec making plan's mistake (nil: none), records its
 // diagram, and resolves its output.
 func (c *classroom) run(exec run.Executor, cfg run.Config, plan *mistake.Plan) (*traced, error) {
-	return runTraced(c.ctx, exec, cfg, plan, c.log)
+	return runTraced(c.ctx, exec, cfg, plan, nil, c.log)
 }
 
 // crash is the crash the lesson's runs of exec on cfg take: --fail's, or
@@ -182,7 +182,7 @@ func (c *classroom) reference(cfg run.Config) (*traced, error) {
 	ref := referenceExecutor()
 	cfg.Executor, cfg.Options, cfg.Fails = ref.Name(), nil, nil
 	cfg.Output = filepath.Join(c.dir, fmt.Sprintf("%02d-%s", c.label, ref.Name()))
-	return runTraced(c.ctx, ref, cfg, nil, c.log)
+	return runTraced(c.ctx, ref, cfg, nil, nil, c.log)
 }
 
 // inputRecord is one input record, for the predictions that name records.

@@ -70,7 +70,7 @@ func referenceOf(t *testing.T, tr *traced, inputs map[string]string) *sink.Table
 	ref := referenceExecutor()
 	cfg.Executor, cfg.Options, cfg.Fails, cfg.Storage = ref.Name(), nil, nil, ""
 	cfg.Output = filepath.Join(t.TempDir(), "ref")
-	got, err := runTraced(context.Background(), ref, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	got, err := runTraced(context.Background(), ref, cfg, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

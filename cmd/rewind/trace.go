@@ -74,11 +74,11 @@ events as a timeline, with per-task checkpoint timings).`,
 					return usagef("invalid --out %s: no directory %s to write it in", out, filepath.Dir(out))
 				}
 			}
-			if err := f.traceWorkers(cmd.Flags()); err != nil {
-				return err
-			}
 			to := traceOutput{format: format, path: out}
 			if teach != "" {
+				if err := f.traceWorkers(cmd.Flags(), nil, &run.Config{}); err != nil {
+					return err
+				}
 				return f.teach(cmd.Context(), cmd.Flags(), teach, to, stdout, stderr)
 			}
 			return f.trace(cmd, to, stdout, stderr)
@@ -137,6 +137,9 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	if err := f.traceWorkers(fl, exec, &cfg); err != nil {
+		return err
+	}
 	if len(f.inputs) == 0 {
 		cfg.Inputs = traceInputs(cfg.Job, cfg.Seed)
 	}
@@ -150,7 +153,8 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 	refExec := referenceExecutor()
 	refCfg := cfg
 	refCfg.Executor, refCfg.Options, refCfg.Output, refCfg.Fails = refExec.Name(), nil, filepath.Join(dir, refExec.Name()), nil
-	ref, err := runTraced(ctx, refExec, refCfg, nil, log)
+	refCfg.Workers = run.WorkersInproc // it has no workers to move
+	ref, err := runTraced(ctx, refExec, refCfg, nil, nil, log)
 	if err != nil {
 		return err
 	}
@@ -164,7 +168,7 @@ func (f *runFlags) trace(cmd *cobra.Command, to traceOutput, stdout, stderr io.W
 		}
 	}
 
-	t, err := runTraced(ctx, exec, cfg, nil, log)
+	t, err := runTraced(ctx, exec, cfg, nil, f.workerCommand(cfg), log)
 	if err != nil {
 		return err
 	}
@@ -218,21 +222,28 @@ func sortedSpecs(in map[string]string) []string {
 	return out
 }
 
-// traceWorkers refuses --workers process (and so the heartbeat flags):
-// the diagram is drawn from events recorded in this process as they
-// happen, and a worker process's events reach it late (a kill is seen
-// once the connection breaks, and recorded once the replacement has
-// joined) or not at all (what runs inside the worker, a lesson's mistake
-// among it). A picture drawn from them would put the crash in the wrong
-// place; rewind run and rewind bench with --workers process measure the
-// real kill instead.
-func (f *runFlags) traceWorkers(fl *pflag.FlagSet) error {
-	var cfg run.Config
-	if err := f.workerSettings(fl, &cfg); err != nil {
+// traceWorkers puts --workers into cfg for trace: a diagram is drawn
+// from events recorded in this process, so process mode is for an
+// executor whose coordinator stamps every event it draws where it
+// happened (Traits.ProcessTrace). exec nil is a lesson (--teach), whose
+// mistake runs inside the workers and does not travel to a worker
+// process, so lessons stay inproc.
+func (f *runFlags) traceWorkers(fl *pflag.FlagSet, exec run.Executor, cfg *run.Config) error {
+	if err := f.workerSettings(fl, cfg); err != nil {
 		return err
 	}
-	if cfg.Workers == run.WorkersProcess {
-		return usagef("invalid --workers process: trace draws its diagram from events recorded in this process as they happen, and worker processes do not send theirs yet (a kill would be drawn late, what runs inside a worker not at all); use --workers inproc here, and rewind run or rewind bench --workers process to measure a real kill")
+	if cfg.Workers != run.WorkersProcess {
+		return nil
+	}
+	if exec == nil {
+		return usagef("invalid --workers process with --teach: a lesson's mistake runs inside the workers and does not travel to a worker process; use --workers inproc for lessons")
+	}
+	var err error
+	if cfg.Workers, err = f.workerMode(exec); err != nil {
+		return err
+	}
+	if !exec.Traits().ProcessTrace {
+		return usagef("invalid --workers process: %s's diagram would miss what runs inside its worker processes, which do not send their events; use --workers inproc here, and rewind run or rewind bench --workers process to measure a real kill", exec.Name())
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func (r *restoreTap) Write(p []byte) (int, error) {
 // runTraced runs cfg on exec, making plan's mistake (nil: none),
 // recording the time-space diagram and the progress events, and resolves
 // its output. The reference runs without storage and records nothing.
-func runTraced(ctx context.Context, exec run.Executor, cfg run.Config, plan *mistake.Plan, log *slog.Logger) (*traced, error) {
+func runTraced(ctx context.Context, exec run.Executor, cfg run.Config, plan *mistake.Plan, workers *run.WorkerCommand, log *slog.Logger) (*traced, error) {
 	ref := exec.Traits().Reference
 	var tl *report.Timeline
 	tap := &restoreTap{dir: cfg.Output}
@@ -92,7 +92,7 @@ func runTraced(ctx context.Context, exec run.Executor, cfg run.Config, plan *mis
 		return nil, err
 	}
 	defer env.Close()
-	env.Mistake = plan
+	env.Mistake, env.WorkerCommand = plan, workers
 	start := time.Now()
 	if !ref {
 		// The diagram's time counts from here, just before the executor

@@ -80,6 +80,13 @@ type Traits struct {
 	// of this binary with --workers process (it implements ProcessWorker);
 	// the others refuse that mode.
 	ProcessWorkers bool
+	// ProcessTrace marks a ProcessWorkers executor whose trace diagram
+	// stays true with --workers process: every event it draws is stamped
+	// by its coordinator at the moment it happened (a kill at the kill,
+	// not once the replacement has joined), so `rewind trace --workers
+	// process` runs it. Without it, what runs inside a worker process would
+	// be missing from the picture, and trace refuses the mode.
+	ProcessTrace bool
 	// NoOptions is the executor's Options with nothing set (its zero
 	// value), for code that holds only the executor (bench picks a variant
 	// on it).

@@ -65,6 +65,15 @@ func (s *recordedSource) Records() int64 {
 	return 0
 }
 
+// FixSchedule and FollowSchedule forward source.Scheduled.
+func (s *recordedSource) FixSchedule(i int, pos source.Position) (source.Schedule, bool) {
+	return source.FixSchedule(s.Source, i, pos)
+}
+
+func (s *recordedSource) FollowSchedule(i int, sc source.Schedule) {
+	source.FollowSchedule(s.Source, i, sc)
+}
+
 func (s *recordedSource) Open(ctx context.Context, i int, pos source.Position, alloc memory.Allocator) (source.Reader, error) {
 	r, err := s.Source.Open(ctx, i, pos, alloc)
 	if err != nil {

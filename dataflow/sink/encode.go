@@ -80,7 +80,7 @@ const parquetChunk = 4096
 // parquetRowGroup bounds the rows per row group, and with it the encoded
 // data held in memory before it reaches the file. A variable so tests can
 // produce multi-row-group files cheaply.
-var parquetRowGroup = 1 << 20
+var parquetRowGroup = 1 << 16
 
 type parquetEncoder struct {
 	w       *parquet.Writer

@@ -9,7 +9,6 @@ import (
 	"math/bits"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -294,7 +293,7 @@ type genSource struct {
 	cfg   *genConfig
 	names []string
 	opts  Options
-	start func() time.Time
+	start *anchorTime
 	// bases[i] is where partition i was first opened (pacer.base); set
 	// once, on its first Open.
 	mu    sync.Mutex
@@ -310,7 +309,7 @@ func openGen(spec, body string, opts Options) (Source, error) {
 	for i := range names {
 		names[i] = "p" + strconv.Itoa(i)
 	}
-	return &genSource{spec: spec, cfg: cfg, names: names, opts: opts, start: anchor(opts.Now), bases: map[int]int64{}}, nil
+	return &genSource{spec: spec, cfg: cfg, names: names, opts: opts, start: &anchorTime{now: opts.Now}, bases: map[int]int64{}}, nil
 }
 
 // Spec returns the text the source was opened from.
@@ -348,16 +347,9 @@ func (g *genSource) Open(ctx context.Context, i int, pos Position, alloc memory.
 	}
 	r := &genReader{cfg: g.cfg, p: int64(i), name: name, s: pos.Offset, end: end, alloc: alloc}
 	if g.cfg.rate > 0 {
-		g.mu.Lock()
-		base, ok := g.bases[i]
-		if !ok {
-			base = pos.Offset
-			g.bases[i] = base
-		}
-		g.mu.Unlock()
-		r.pace = &pacer{rate: uint64(g.cfg.rate), parts: uint64(g.cfg.parts), base: base, now: g.opts.Now, sleep: g.opts.Sleep, start: g.start}
+		r.pace = &pacer{rate: uint64(g.cfg.rate), parts: uint64(g.cfg.parts), base: g.base(i, pos.Offset), now: g.opts.Now, sleep: g.opts.Sleep, start: g.start.at}
 		// Fix the anchor now, so the schedule starts when reading starts.
-		g.start()
+		g.start.at()
 	}
 	return r, nil
 }

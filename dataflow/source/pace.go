@@ -42,12 +42,32 @@ type pacer struct {
 // call: the schedule of all partitions of one source starts when the first
 // reader is opened, not when the spec is parsed.
 func anchor(now func() time.Time) func() time.Time {
-	var once sync.Once
-	var t0 time.Time
-	return func() time.Time {
-		once.Do(func() { t0 = now() })
-		return t0
+	a := &anchorTime{now: now}
+	return a.at
+}
+
+// anchorTime is a schedule's start: fixed by its first use, or set from
+// another process's (follow, see FollowSchedule).
+type anchorTime struct {
+	now func() time.Time
+	mu  sync.Mutex
+	set bool
+	t0  time.Time
+}
+
+func (a *anchorTime) at() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.set {
+		a.t0, a.set = a.now(), true
 	}
+	return a.t0
+}
+
+func (a *anchorTime) follow(t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.t0, a.set = t, true
 }
 
 // dueCount returns how many records are due after elapsed time e.
@@ -122,7 +142,7 @@ func (g *genSource) Due(at time.Time) int64 {
 	defer g.mu.Unlock()
 	var e time.Duration
 	if len(g.bases) > 0 {
-		e = at.Sub(g.start())
+		e = at.Sub(g.start.at())
 	}
 	p := &pacer{rate: uint64(g.cfg.rate), parts: uint64(g.cfg.parts)}
 	n := p.dueCount(e)
