@@ -26,6 +26,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -243,13 +244,18 @@ func (pc *procCoord) ctrl(w, attempt int, task string, m ctrlMsg) {
 // and the checkpoint coordinator here.
 func (pc *procCoord) start(inc *incarnation) {
 	series := map[string]*report.SeriesReader{}
+	pace := map[string]source.Schedule{}
 	for _, c := range inc.plan.chains {
 		if c.source == nil {
 			continue
 		}
-		for k, name := range inc.env.Sources[c.source.Input].Partitions() {
+		src := inc.env.Sources[c.source.Input]
+		for k, name := range src.Partitions() {
 			key := c.source.Input + "/" + name
 			series[key] = inc.env.SeriesReader(c.source.Input, k, inc.restoredPos[key])
+			if sc, ok := source.FixSchedule(src, k, source.Position{Partition: name, Offset: inc.restoredPos[key]}); ok {
+				pace[key] = sc
+			}
 		}
 	}
 	pc.mu.Lock()
@@ -275,7 +281,7 @@ func (pc *procCoord) start(inc *incarnation) {
 			relay(inc.ctx, rx, tx) // a broken end is a dead worker, which lost reports
 		}()
 	}
-	st := &procStart{From: uint64(inc.from), FirstEpoch: inc.firstEpoch, Replayed: inc.replayed, Published: inc.publishedRaw}
+	st := &procStart{From: uint64(inc.from), FirstEpoch: inc.firstEpoch, Replayed: inc.replayed, Published: inc.publishedRaw, Pace: pace}
 	for w := range pc.n {
 		s := pc.fleet.Slot(w)
 		if s.Conn.Err() != nil || sendMsg(s.Conn, procMsg{Op: opStart, Attempt: inc.attempt, Start: st}) != nil {

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -67,6 +68,11 @@ type procStart struct {
 	FirstEpoch int64       `json:"first_epoch"`
 	Replayed   []epochSpan `json:"replayed,omitempty"`
 	Published  [][]int64   `json:"published,omitempty"`
+	// Pace is each paced partition's schedule (input/partition), fixed by
+	// the coordinator where its own reader would open: every worker, a
+	// replacement too, reads on the run's one schedule and finds the
+	// backlog due.
+	Pace map[string]source.Schedule `json:"pace,omitempty"`
 }
 
 // procEvent is a coordEvent on the wire.

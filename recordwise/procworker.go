@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -157,6 +158,7 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 			return err
 		}
 	}
+	pw.followSchedules(st.Pace)
 	if err := inc.build(rp); err != nil {
 		return err
 	}
@@ -178,6 +180,22 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 		}
 	}()
 	return nil
+}
+
+// followSchedules makes this process's readers of paced partitions keep
+// the coordinator's schedules (procStart.Pace), before they open.
+func (pw *procWorker) followSchedules(pace map[string]source.Schedule) {
+	for _, c := range pw.plan.chains {
+		if c.source == nil {
+			continue
+		}
+		src := pw.env.Sources[c.source.Input]
+		for k, name := range src.Partitions() {
+			if sc, ok := pace[c.source.Input+"/"+name]; ok {
+				source.FollowSchedule(src, k, sc)
+			}
+		}
+	}
 }
 
 // stopAttempt ends the running attempt (only attempt, unless it is -1):
