@@ -22,14 +22,20 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 	p := pl.parallelism
 	inc.byChain = make([][]*task, len(pl.chains))
 	for _, c := range pl.chains {
+		inc.byChain[c.index] = make([]*task, p)
 		for sub := 0; sub < p; sub++ {
+			if !inc.runsHere(sub) {
+				continue // another worker process runs it
+			}
 			t := &task{inc: inc, id: checkpoint.TaskID(taskLane(c, sub)), ch: c, sub: sub,
 				ctx: inc.workerCtx[sub], alloc: env.Alloc, wake: newWaker(),
 				wm: operator.NoWatermark}
-			inc.byChain[c.index] = append(inc.byChain[c.index], t)
+			inc.byChain[c.index][sub] = t
 			inc.tasks = append(inc.tasks, t)
 		}
 	}
+	links := pl.links()
+	next := 0 // the link of the channel at hand, in plan order
 	// Channels: inq[chain][sub][channel]; names, when traced, their ends.
 	inq := make([][][]*queue, len(pl.chains))
 	var names map[*queue][2]string
@@ -42,26 +48,42 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 			dst := inc.byChain[c.index][sub]
 			qs := make([]*queue, c.inputChannels(p))
 			for ch := range qs {
-				_, from := c.channelPort(ch, sub, p)
-				var in *chainInput
-				for _, ci := range c.inputs {
-					if ch >= ci.first && ch < ci.first+ci.channels(p) {
-						in = ci
-					}
+				l := links[next]
+				next++
+				src := inc.byChain[l.from.index][l.fromSub]
+				if src == nil && dst == nil {
+					continue // between two tasks of other processes
 				}
-				src := inc.byChain[in.from.index][from]
 				var delay time.Duration
 				if inc.opts.hooks.channelDelay != nil {
-					delay = inc.opts.hooks.channelDelay(in.from.name, from, c.name, sub)
+					delay = inc.opts.hooks.channelDelay(l.from.name, l.fromSub, c.name, sub)
 				}
-				qs[ch] = newQueue(inc.opts.channelBuffers, delay, dst.wake, src.wake)
-				if names != nil {
+				// A channel to or from another process is a local queue
+				// with a pump at its far end (wirelink.go).
+				var consumer, producer waker
+				switch {
+				case dst == nil:
+					consumer, producer = newWaker(), src.wake
+				case src == nil:
+					consumer, producer = dst.wake, newWaker()
+				default:
+					consumer, producer = dst.wake, src.wake
+				}
+				qs[ch] = newQueue(inc.opts.channelBuffers, delay, consumer, producer)
+				switch {
+				case dst == nil:
+					inc.side.sends = append(inc.side.sends, sideLink{link: l, q: qs[ch], wake: consumer})
+				case src == nil:
+					inc.side.receives = append(inc.side.receives, sideLink{link: l, q: qs[ch], wake: producer})
+				case names != nil:
 					names[qs[ch]] = [2]string{string(src.id), string(dst.id)}
 				}
 				inc.queues = append(inc.queues, qs[ch])
 			}
 			inq[c.index][sub] = qs
-			dst.in = qs
+			if dst != nil {
+				dst.in = qs
+			}
 		}
 	}
 	for _, t := range inc.tasks {
@@ -81,6 +103,9 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 		for _, c := range pl.chains {
 			for sub := 0; sub < p; sub++ {
 				t := inc.byChain[c.index][sub]
+				if t == nil {
+					continue
+				}
 				lp := rp.parts[t.id]
 				if lp == nil {
 					continue
@@ -98,6 +123,9 @@ func (inc *incarnation) build(rp *restoredPoint) error {
 		for _, c := range pl.chains {
 			for sub := 0; sub < p; sub++ {
 				t := inc.byChain[c.index][sub]
+				if t == nil {
+					continue
+				}
 				lp := rp.parts[t.id]
 				if lp == nil || t.router == nil {
 					continue

@@ -41,6 +41,15 @@ type coordLoop struct {
 	dead     bool
 	stw      *stopWorld   // the stop-the-world checkpoint in progress, if any
 	clock    *clockLedger // the channels' traffic, for the wall-clock mistake
+	// fwd, in a worker process, takes the tasks' events to the
+	// coordinator's loop (procworker.go); this loop then never runs.
+	fwd coordForwarder
+}
+
+// coordForwarder takes a worker process's task events to its coordinator.
+type coordForwarder interface {
+	event(coordEvent)
+	hold(id checkpoint.ID, rows []latEntry)
 }
 
 // maxFinalAttempts bounds how often the final checkpoint is retried: with
@@ -71,7 +80,7 @@ func newCoordLoop(inc *incarnation, co *checkpoint.Coordinator) *coordLoop {
 	c := &coordLoop{inc: inc, co: co, wake: newWaker(), held: map[checkpoint.ID][]latEntry{},
 		finished: map[checkpoint.TaskID]bool{}, ended: map[checkpoint.TaskID]bool{}, metrics: map[checkpoint.ID][]TaskCheckpointStats{}}
 	for _, t := range inc.tasks {
-		if t.src != nil {
+		if t.src != nil || (t.remote != nil && t.ch.source != nil) {
 			c.sources = append(c.sources, t)
 		}
 	}
@@ -80,6 +89,10 @@ func newCoordLoop(inc *incarnation, co *checkpoint.Coordinator) *coordLoop {
 }
 
 func (c *coordLoop) post(e coordEvent) {
+	if c.fwd != nil {
+		c.fwd.event(e)
+		return
+	}
 	c.mu.Lock()
 	c.events = append(c.events, e)
 	c.mu.Unlock()
@@ -106,6 +119,10 @@ func (c *coordLoop) taskEnded(task checkpoint.TaskID) {
 // become visible when id (or a later checkpoint) is committed.
 func (c *coordLoop) hold(id checkpoint.ID, rows []latEntry) {
 	if len(rows) == 0 {
+		return
+	}
+	if c.fwd != nil {
+		c.fwd.hold(id, rows)
 		return
 	}
 	c.mu.Lock()

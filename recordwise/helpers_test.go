@@ -30,7 +30,12 @@ var (
 	flagVerbose   = flag.Bool("rw.v", false, "print progress events of the runs")
 )
 
-func TestMain(m *testing.M) { runtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(testWorkerEnv) == "1" {
+		os.Exit(runtest.WorkerMain(Executor{})) // this binary, started as a worker process
+	}
+	runtest.Main(m)
+}
 
 // fastDir returns a fresh directory for storage or output, on a RAM disk
 // unless -rw.disk is set.
@@ -111,6 +116,10 @@ type scenario struct {
 	params   *job.Params
 	// trace, if set, records the run's time-space events.
 	trace *spacetime.Recorder
+	// processes runs the tasks in worker processes (this test binary,
+	// --workers process); heartbeatTimeout is then --heartbeat-timeout.
+	processes        bool
+	heartbeatTimeout time.Duration
 }
 
 type result struct {
@@ -122,6 +131,8 @@ type result struct {
 	env     *run.Env
 	err     error
 	storage string
+	// ended is how each worker process ended (processes).
+	ended []run.ProcEnd
 }
 
 func (sc *scenario) String() string {
@@ -165,7 +176,15 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
 		Inputs: sc.inputs, Output: sc.outputDir(t), OutputFormat: sc.format, SinkMode: sc.mode, SinkRoll: sc.roll,
 		Storage: sc.storageURL(t), Parallelism: sc.parallelism, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Workers: sc.workers(), HeartbeatTimeout: sc.heartbeatTimeout,
 	}
+}
+
+func (sc *scenario) workers() run.WorkerMode {
+	if sc.processes {
+		return run.WorkersProcess
+	}
+	return run.WorkersInproc
 }
 
 func (sc *scenario) outputDir(t testing.TB) string {
@@ -229,12 +248,17 @@ func (sc *scenario) execute(t testing.TB) *result {
 	}
 	env.Trace = sc.trace
 	o := &result{env: env, storage: cfg.Storage}
+	opts := sc.opts
+	if sc.processes {
+		env.WorkerCommand = testWorkerCommand()
+		opts.hooks.fleet = func(f *run.Fleet) { o.ended = f.Ended() }
+	}
 	if sc.runFor > 0 {
 		var stop context.CancelFunc
 		runCtx, stop = context.WithTimeout(ctx, sc.runFor)
 		defer stop()
 	}
-	o.summary, o.report, o.err = Executor{Options: sc.opts}.RunReport(runCtx, env)
+	o.summary, o.report, o.err = Executor{Options: opts}.RunReport(runCtx, env)
 	if o.err == nil && !sc.measureOnly {
 		if err := run.Finish(env, o.summary); err != nil {
 			t.Fatalf("%s: finish: %v", sc, err)

@@ -74,6 +74,12 @@ type incarnation struct {
 	outMu   sync.Mutex
 	outcome *outcome
 	done    chan struct{}
+
+	// side is this incarnation's part in a worker process (procworker.go);
+	// nil in the coordinator. publishedRaw are the rows published holds,
+	// for the worker processes' sink tasks.
+	side         *workerSide
+	publishedRaw [][]int64
 }
 
 // shared is what every incarnation of one run reads: the environment, the
@@ -94,6 +100,9 @@ type shared struct {
 	// answered for the run's limit.
 	patient   *storage.Patient
 	storeOnce storage.Store
+	// proc drives the run's worker processes (--workers process); nil
+	// when the tasks run in this process.
+	proc *procCoord
 	// hookRead counts the records the sources read, and hookNext is the
 	// next of hooks.triggerAfter to fire (tests).
 	hookMu   sync.Mutex
@@ -130,6 +139,9 @@ func (inc *incarnation) settle(o outcome) {
 // coordinator) stop at once; the others keep running until the run loop
 // notices (after --detect-delay) and tears everything down.
 func (inc *incarnation) crash(cr *fault.Crash, where checkpoint.TaskID) {
+	if inc.crashWorker(cr) {
+		return // the worker process's broken connection ends the attempt
+	}
 	now := time.Now()
 	who := fmt.Sprintf("worker %d", cr.Worker)
 	if cr.Worker < 0 {
@@ -161,10 +173,17 @@ func (inc *incarnation) fail(err error, where checkpoint.TaskID) {
 	inc.settle(outcome{kind: outError, at: time.Now(), err: err})
 }
 
-// stop cancels every goroutine of the incarnation and waits for them.
+// stop cancels every goroutine of the incarnation and waits for them;
+// with worker processes, it also waits until each has stopped its tasks.
 func (inc *incarnation) stop() {
+	if inc.proc != nil {
+		inc.proc.detach(inc)
+	}
 	inc.cancel()
 	inc.wg.Wait()
+	if inc.proc != nil {
+		inc.proc.stopWorkers(inc.attempt)
+	}
 }
 
 // teardown releases everything the incarnation holds, after stop: it is
@@ -192,14 +211,7 @@ func (inc *incarnation) teardown() {
 // builds a fresh set of tasks from it. It starts nothing.
 func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnation, err error) {
 	inc = &incarnation{shared: sh, attempt: attempt, done: make(chan struct{})}
-	inc.ctx, inc.cancel = context.WithCancel(ctx)
-	inc.coordCtx, inc.coordCancel = context.WithCancel(inc.ctx)
-	p := sh.plan.parallelism
-	for w := 0; w < p; w++ {
-		c, cancel := context.WithCancel(inc.ctx)
-		inc.workerCtx = append(inc.workerCtx, c)
-		inc.workerCancel = append(inc.workerCancel, cancel)
-	}
+	inc.contexts(ctx)
 	defer func() {
 		if err != nil {
 			inc.stop()
@@ -232,14 +244,18 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	if err := inc.reconcilePublished(complete, rp.meta.Replayed); err != nil {
 		return inc, err
 	}
-	if err := inc.build(rp); err != nil {
-		return inc, err
-	}
-	inc.restoredPos = map[string]int64{}
-	for _, t := range inc.tasks {
-		if t.src != nil {
-			for _, pr := range t.src.parts {
-				inc.restoredPos[t.src.input+"/"+pr.name] = pr.pos.Offset
+	if sh.proc != nil {
+		inc.buildStubs(rp)
+	} else {
+		if err := inc.build(rp); err != nil {
+			return inc, err
+		}
+		inc.restoredPos = map[string]int64{}
+		for _, t := range inc.tasks {
+			if t.src != nil {
+				for _, pr := range t.src.parts {
+					inc.restoredPos[t.src.input+"/"+pr.name] = pr.pos.Offset
+				}
 			}
 		}
 	}
@@ -260,8 +276,30 @@ func newIncarnation(ctx context.Context, sh *shared, attempt int) (inc *incarnat
 	return inc, nil
 }
 
-// start launches every goroutine: reader goroutines, tasks, coordinator.
+// contexts makes the incarnation's contexts under ctx: its own, its
+// coordinator's and one per worker, each cancelled alone by a crash.
+func (inc *incarnation) contexts(ctx context.Context) {
+	inc.ctx, inc.cancel = context.WithCancel(ctx)
+	inc.coordCtx, inc.coordCancel = context.WithCancel(inc.ctx)
+	for range inc.plan.parallelism {
+		c, cancel := context.WithCancel(inc.ctx)
+		inc.workerCtx = append(inc.workerCtx, c)
+		inc.workerCancel = append(inc.workerCancel, cancel)
+	}
+}
+
+// start launches every goroutine: reader goroutines, tasks, coordinator
+// (with worker processes: the attempt on each of them, and the
+// coordinator; in a worker process: its tasks and links, and no
+// coordinator).
 func (inc *incarnation) start() {
+	if inc.proc != nil {
+		inc.proc.start(inc)
+		return
+	}
+	if inc.side != nil {
+		inc.startSide()
+	}
 	for _, t := range inc.tasks {
 		if t.src == nil {
 			continue
@@ -279,8 +317,10 @@ func (inc *incarnation) start() {
 		inc.wg.Add(1)
 		go t.run()
 	}
-	inc.wg.Add(1)
-	go inc.coord.run()
+	if inc.side == nil {
+		inc.wg.Add(1)
+		go inc.coord.run()
+	}
 }
 
 func (inc *incarnation) abandon(id checkpoint.ID) {

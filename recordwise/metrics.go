@@ -139,6 +139,9 @@ type observer struct {
 	// resumedFrom what the first restore of this process found.
 	resumed     *recovery
 	resumedFrom *report.ResumedFrom
+	// fwd, in a worker process, takes what the tasks there measure to the
+	// coordinator's observer instead (procobs.go); nil in the coordinator.
+	fwd func(obsMsg)
 }
 
 // recovery is the bill of one crash and when the crash was detected, the
@@ -183,12 +186,28 @@ func (o *observer) progressLine(now time.Time) {
 	o.lastProgress, o.readAtProgress = now, in
 }
 
-func (o *observer) addRowsOut(n int64) { o.rowsOut.Add(n) }
+func (o *observer) addRowsOut(n int64) {
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsRowsOut, N: n})
+		return
+	}
+	o.rowsOut.Add(n)
+}
 
-func (o *observer) addReplaysDropped(n int64) { o.replaysDropped.Add(n) }
+func (o *observer) addReplaysDropped(n int64) {
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsReplaysDropped, N: n})
+		return
+	}
+	o.replaysDropped.Add(n)
+}
 
 // handedOver records rows reaching a sink writer at `at`.
 func (o *observer) handedOver(rows []latEntry, at time.Time) {
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsHanded, Rows: wireLat(rows), At: nanos(at)})
+		return
+	}
 	o.mu.Lock()
 	for _, r := range rows {
 		if !r.born.IsZero() {
@@ -200,6 +219,10 @@ func (o *observer) handedOver(rows []latEntry, at time.Time) {
 
 func (o *observer) recordLatency(rows []latEntry, visible time.Time) {
 	if len(rows) == 0 {
+		return
+	}
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsVisible, Rows: wireLat(rows), At: nanos(visible)})
 		return
 	}
 	o.mu.Lock()
@@ -220,6 +243,10 @@ func (o *observer) recordLatency(rows []latEntry, visible time.Time) {
 
 // read records n records of input/partition consumed up to offset.
 func (o *observer) read(input, partition string, offset, n int64, now time.Time) {
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsRead, Input: input, Partition: partition, Offset: offset, N: n, At: nanos(now)})
+		return
+	}
 	o.recordsIn.Add(n)
 	key := input + "/" + partition
 	o.mu.Lock()
@@ -243,12 +270,20 @@ func (o *observer) read(input, partition string, offset, n int64, now time.Time)
 }
 
 func (o *observer) addLate(n int64) {
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsLate, N: n})
+		return
+	}
 	o.mu.Lock()
 	o.late += n
 	o.mu.Unlock()
 }
 
 func (o *observer) addLost(n int64) {
+	if o.fwd != nil {
+		o.fwd(obsMsg{Kind: obsLost, N: n})
+		return
+	}
 	o.mu.Lock()
 	o.lost += n
 	o.mu.Unlock()

@@ -1,7 +1,12 @@
 package recordwise
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/rewind-engine/rewind/dataflow/fault"
+	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -71,6 +76,39 @@ var failPoints = []string{
 	PointSinkBeforeCommit,
 	PointSinkAfterCommit,
 	PointMidRestore,
+}
+
+// taskPoints are the points tasks reach. In a worker process they are
+// never reached as points: the faults are the coordinator's, and a
+// worker would have to ask it at each one (diskphase's workers do;
+// recordwise's would pay a round trip per record batch), so a run with
+// worker processes refuses a fault that needs one (refuseTaskPoints).
+var taskPoints = []string{PointDuringAlignment, PointAfterSnapshot, PointMidPartWrite, PointBeforeAck,
+	PointSinkBeforePrecommit, PointSinkAfterPrecommit}
+
+// refuseTaskPoints refuses, with --workers process, a fault at a point
+// only tasks reach, or held back until one.
+func refuseTaskPoints(specs []fault.Spec) error {
+	for _, s := range specs {
+		for _, p := range []string{s.Point, s.AtPoint, s.AfterPoint} {
+			if slices.Contains(taskPoints, p) {
+				return run.RefusedError{Err: fmt.Errorf("--fail %s: with --workers process, recordwise's tasks do not pass named points (%s is a task's); use a coordinator point (%s), after-records= or at=",
+					s, p, strings.Join(coordinatorPoints(), ", "))}
+			}
+		}
+	}
+	return nil
+}
+
+// coordinatorPoints are the points the coordinator reaches.
+func coordinatorPoints() []string {
+	var out []string
+	for _, p := range failPoints {
+		if !slices.Contains(taskPoints, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // reach passes the named point as worker (fault.Coordinator for the

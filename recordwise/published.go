@@ -176,7 +176,7 @@ func (inc *incarnation) reconcilePublished(complete int64, carried []epochSpan) 
 	if len(spans) == 0 {
 		return nil
 	}
-	inc.replayed = spans
+	inc.replayed, inc.publishedRaw = spans, rows
 	if inc.published, err = newPublishedRows(inc.env.Job.Output, rows); err != nil {
 		return fmt.Errorf("sink recovery to epoch %d: %w", complete, err)
 	}

@@ -72,6 +72,10 @@ type Options struct {
 
 // testHooks are knobs only this package's tests set.
 type testHooks struct {
+	// fleet sees the run's worker processes once they are closed
+	// (--workers process), for the tests' orphan checks; fleetStarted
+	// once they are ready.
+	fleet, fleetStarted func(*run.Fleet)
 	// channelDelay delays every item of the channel from (chain, subtask)
 	// to (chain, subtask) by the returned duration: a slow link.
 	channelDelay func(fromChain string, fromSub int, toChain string, toSub int) time.Duration
@@ -130,7 +134,8 @@ func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"barriers", "alignment-timeout", "checkpoint-interval", "buffer-timeout",
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
-		FirstDurablePoint: PointAfterMetadata, CommitPoint: PointSinkAfterCommit, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes)}
+		FirstDurablePoint: PointAfterMetadata, CommitPoint: PointSinkAfterCommit, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes),
+		ProcessWorkers: true}
 }
 
 // FailPoints implements run.Executor.
@@ -198,6 +203,15 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		s, rep := sh.obs.summary(time.Since(start))
 		return s, &rep
 	}
+	if cfg.Workers == run.WorkersProcess {
+		if err := refuseTaskPoints(cfg.Fails); err != nil {
+			return nil, nil, err
+		}
+		if sh.proc, err = startProcCoord(ctx, sh); err != nil {
+			return nil, nil, fmt.Errorf("recordwise: %w", err)
+		}
+		defer sh.proc.close()
+	}
 	var pending *recovery
 	for attempt := 0; ; attempt++ {
 		if attempt > maxRestarts {
@@ -213,7 +227,19 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			if cr, ok := fault.AsCrash(err); ok {
 				at := time.Now()
 				bill := &report.Crash{At: at}
-				ready := env.Replacement().Wait(ctx, bill, at)
+				var ready time.Time
+				if sh.proc != nil && cr.Worker >= 0 {
+					// A worker process killed while the coordinator
+					// restores: no attempt runs, so it is replaced here.
+					if _, _, err := sh.proc.fleet.Kill(cr.Worker); err != nil {
+						return nil, nil, fmt.Errorf("recordwise: %w", err)
+					}
+					if ready, err = sh.proc.replaceDead(ctx, bill); err != nil {
+						return nil, nil, fmt.Errorf("recordwise: %w", err)
+					}
+				} else {
+					ready = env.Replacement().Wait(ctx, bill, at)
+				}
 				who := "coordinator"
 				if cr.Worker >= 0 {
 					who = fmt.Sprintf("worker %d", cr.Worker) // a worker kill at the point: recovery starts again all the same
@@ -243,11 +269,24 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 			// The survivors run on until the crash is detected; the
 			// replacement is acquired once the job is torn down.
 			bill := &report.Crash{At: oc.at}
-			detected := env.Replacement().Detected(ctx, bill, time.Now())
-			inc.stop()
-			inProgress := inc.coord.pending()
-			inc.teardown()
-			ready := env.Replacement().Acquired(ctx, bill, detected)
+			var ready time.Time
+			var inProgress []checkpoint.ID
+			if sh.proc != nil {
+				// Every task stops, on every process; then the dead
+				// processes are replaced, measured.
+				inc.stop()
+				inProgress = inc.coord.pending()
+				inc.teardown()
+				if ready, err = sh.proc.replaceDead(ctx, bill); err != nil {
+					return nil, nil, fmt.Errorf("recordwise: %w", err)
+				}
+			} else {
+				detected := env.Replacement().Detected(ctx, bill, time.Now())
+				inc.stop()
+				inProgress = inc.coord.pending()
+				inc.teardown()
+				ready = env.Replacement().Acquired(ctx, bill, detected)
+			}
 			sh.obs.cutShort(attempt, inProgress, oc.cause)
 			traceCutShort(env.Trace, inProgress, oc.cause)
 			pending = sh.obs.crash(oc.cause, bill, ready, len(inProgress))

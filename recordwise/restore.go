@@ -256,11 +256,31 @@ func (inc *incarnation) load(ctx context.Context, id checkpoint.ID) (rp *restore
 		return rp, err
 	}
 	for _, mp := range m.Parts {
+		if !rp.rescaled && !inc.restoresTask(checkpoint.TaskID(mp.Task)) {
+			continue // another worker process's task: that process loads it
+		}
 		if err := inc.loadPart(ctx, rp, id, checkpoint.TaskID(mp.Task), mp.Key); err != nil {
 			return rp, err
 		}
 	}
 	return rp, nil
+}
+
+// restoresTask says this process builds task from the point: every task,
+// but in a worker process only those placed on it. (A rescaled point is
+// loaded whole: its key groups move between subtasks.)
+func (inc *incarnation) restoresTask(task checkpoint.TaskID) bool {
+	if inc.side == nil {
+		return true
+	}
+	for _, c := range inc.plan.chains {
+		for sub := range inc.plan.parallelism {
+			if taskLane(c, sub) == string(task) {
+				return inc.runsHere(sub)
+			}
+		}
+	}
+	return false
 }
 
 // loadPart reads task's part of checkpoint id (its descriptor at key, its

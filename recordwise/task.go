@@ -75,6 +75,11 @@ type task struct {
 
 	err  error
 	dead bool
+
+	// remote, in the coordinator of a run with worker processes, is how
+	// control reaches the task, which runs in a worker process; nothing
+	// else of this task is set then but its identity (proccoord.go).
+	remote func(ctrlMsg)
 }
 
 type ctrlKind uint8
@@ -96,6 +101,10 @@ type ctrlMsg struct {
 }
 
 func (t *task) post(m ctrlMsg) {
+	if t.remote != nil {
+		t.remote(m)
+		return
+	}
 	t.ctrlMu.Lock()
 	t.ctrl = append(t.ctrl, m)
 	t.ctrlMu.Unlock()

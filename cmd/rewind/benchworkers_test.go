@@ -36,8 +36,8 @@ func TestWorkerFlagsAreValidatedAndRefused(t *testing.T) {
 		{[]string{"bench", "--workers", "process", "--heartbeat-interval", "1s", "--heartbeat-timeout", "1s"}, "must be longer than --heartbeat-interval"},
 		{[]string{"bench", "--workers", "threads"}, `invalid --workers "threads"`},
 		{[]string{"bench", "--workers", "process", "--executors", "diskphase,microbatch"}, "contestant microbatch runs its workers inside this process only"},
-		{[]string{"bench", "--workers", "process", "--executors", "recordwise/unaligned"}, "contestant recordwise/unaligned runs its workers inside this process only"},
 		{[]string{"trace", "--executor", "microbatch", "--workers", "process"}, "invalid --workers process: executor microbatch runs its workers inside this process only"},
+		{[]string{"trace", "--executor", "recordwise", "--workers", "process"}, "invalid --workers process: recordwise's diagram would miss what runs inside its worker processes"},
 		{[]string{"trace", "--teach", "list", "--workers", "process"}, "invalid --workers process with --teach: a lesson's mistake runs inside the workers"},
 		{[]string{"trace", "--heartbeat-interval", "10ms"}, "invalid --heartbeat-interval: it does nothing with --workers inproc"},
 	} {

@@ -134,6 +134,18 @@ func (s *Sender) End(ctx context.Context) error {
 	return s.c.write(KindEnd, s.channel)
 }
 
+// Abandon releases the encoder without ending the channel, and sends
+// nothing more: for a relay whose own source broke mid-stream, where an
+// end would tell the receiver that what it got is the whole stream.
+func (s *Sender) Abandon() {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	s.pw.send = func(Kind, int, func(io.Writer) error) error { return nil }
+	_ = s.w.Close()
+}
+
 // Item is what a receiver delivers: a batch (the caller owns it and
 // releases it), a barrier's payload, or the end.
 type Item struct {

@@ -413,3 +413,45 @@ func TestCloseDoesNotWaitForASilentStranger(t *testing.T) {
 		t.Fatalf("Close took %s: it waited for a silent connection's handshake", d)
 	}
 }
+
+// TestAnAbandonedChannelSendsNothingMore: after Abandon the receiver gets
+// what was sent before it and then nothing, no end, while the
+// connection's other channels go on; the encoder's memory is released.
+func TestAnAbandonedChannelSendsNothingMore(t *testing.T) {
+	sendAlloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer sendAlloc.AssertSize(t, 0)
+	_, coord, worker, _ := pair(t, pairOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rx, err := coord.OpenReceiver(1, testSchema, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := worker.OpenSender(1, testSchema, sendAlloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := makeBatch(sendAlloc, rand.New(rand.NewPCG(1, 2)), 10)
+	defer rec.Release()
+	if err := tx.Send(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	tx.Abandon()
+	if err := worker.SendControl([]byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := coord.Control(ctx); err != nil || string(b) != "after" {
+		t.Fatalf("control after the abandon: %q, %v", b, err)
+	}
+	it, err := rx.Next(ctx)
+	if err != nil || it.Batch == nil {
+		t.Fatalf("the batch sent before the abandon: %+v, %v", it, err)
+	}
+	it.Batch.Release()
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer stop()
+	if it, err := rx.Next(short); err == nil {
+		t.Fatalf("an abandoned channel delivered %+v after its last batch", it)
+	}
+}
