@@ -64,30 +64,6 @@ type coordCrash struct {
 	abandoned []UnitID
 }
 
-// traceEvent lets tests watch the run.
-type traceEvent struct {
-	Kind    string // start, ended, recorded, interrupted, abandoned, lost, crash, committed, restart
-	Unit    UnitID
-	Attempt int
-	Worker  int
-	Rerun   bool
-	Job     int
-	Detail  string
-	At      time.Time
-}
-
-func (x *execution) tracef(ev traceEvent) {
-	if ev.At.IsZero() {
-		ev.At = time.Now()
-	}
-	if x.trace != nil {
-		x.trace(ev)
-	}
-	if tr := x.env.Trace; tr != nil {
-		record(tr, ev)
-	}
-}
-
 // coordinator is one coordinator incarnation: the I/O loop around the
 // machine. It owns the workers' attempts; when it dies they are abandoned.
 type coordinator struct {

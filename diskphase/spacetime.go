@@ -7,6 +7,7 @@ package diskphase
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
@@ -63,4 +64,28 @@ func record(tr *spacetime.Recorder, ev traceEvent) {
 		return
 	}
 	tr.Add(ev.At, e)
+}
+
+// traceEvent lets tests watch the run.
+type traceEvent struct {
+	Kind    string // start, ended, recorded, interrupted, abandoned, lost, crash, committed, restart
+	Unit    UnitID
+	Attempt int
+	Worker  int
+	Rerun   bool
+	Job     int
+	Detail  string
+	At      time.Time
+}
+
+func (x *execution) tracef(ev traceEvent) {
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	if x.trace != nil {
+		x.trace(ev)
+	}
+	if tr := x.env.Trace; tr != nil {
+		record(tr, ev)
+	}
 }
