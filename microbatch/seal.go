@@ -46,9 +46,18 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 	}
 	c.mark = c.marker()
 	se.marker = c.mark
+	var seq int64
+	if c.proc != nil {
+		seq = c.proc.seq.Add(1)
+		if err := c.procBegin(ctx, seq); err != nil {
+			return nil, err
+		}
+	}
 	for si := range c.topo.stages {
 		errs := make([]error, c.par)
-		if c.par == 1 {
+		if c.proc != nil {
+			errs = c.procStage(ctx, se, si, seq)
+		} else if c.par == 1 {
 			errs[0] = c.workers[0].runStage(se, si)
 		} else {
 			var wg sync.WaitGroup
@@ -134,6 +143,9 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 // reads a version before a commit entry names it, and commits/N waits for
 // every write.
 func (c *coordinator) commitState(ctx context.Context) (Event, error) {
+	if c.proc != nil {
+		return c.procCommitState(ctx)
+	}
 	t0 := time.Now()
 	n := c.cur.Batch
 	p := &c.pending
@@ -392,6 +404,9 @@ func (c *coordinator) committedBatch(took time.Duration) {
 	c.idx, c.stateVersion = p.idx, p.version
 	for _, w := range c.workers {
 		w.changesDurable()
+	}
+	if c.proc != nil {
+		c.procDurable()
 	}
 	if p.changedState {
 		c.deltaBytes = p.deltaBytes
