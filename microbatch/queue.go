@@ -216,10 +216,10 @@ type partReader struct {
 
 // readerConfig is what a reader loop needs from its coordinator.
 type readerConfig struct {
-	rows    int   // rows per Next
-	limit   int64 // rows held before the reader pauses
-	faults  *fault.Injector
-	onRead  func(n int64)
+	rows   int   // rows per Next
+	limit  int64 // rows held before the reader pauses
+	faults *fault.Injector
+	onRead func(n int64)
 	// report, in a worker process, tells the coordinator of each read
 	// (global partition, records, position after them) and waits for its
 	// answer: the coordinator counts and decides the faults there.
