@@ -134,7 +134,13 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	opts := sc.opts
 	if sc.workers == run.WorkersProcess {
 		env.WorkerCommand = testWorkerCommand()
-		opts.hooks.onProcs = func(pr *procRun) { o.procs = pr }
+		prev := opts.hooks.onProcs
+		opts.hooks.onProcs = func(pr *procRun) {
+			o.procs = pr
+			if prev != nil {
+				prev(pr)
+			}
+		}
 	}
 	o.summary, o.err = Executor{Options: opts}.Run(ctx, env)
 	if o.err == nil {

@@ -29,17 +29,19 @@ import (
 )
 
 const (
-	opReset    = "reset"
-	opAvail    = "avail"
-	opMaxTS    = "maxts"
-	opBegin    = "begin"
-	opStage    = "stage"
-	opSnapshot = "snapshot"
-	opEncode   = "encode"
-	opPut      = "put"
-	opDurable  = "durable"
-	opRead     = "read"
-	opPoint    = "point"
+	opReset = "reset"
+	// opStartReaders starts the readers a reset opened.
+	opStartReaders = "start-readers"
+	opAvail        = "avail"
+	opMaxTS        = "maxts"
+	opBegin        = "begin"
+	opStage        = "stage"
+	opSnapshot     = "snapshot"
+	opEncode       = "encode"
+	opPut          = "put"
+	opDurable      = "durable"
+	opRead         = "read"
+	opPoint        = "point"
 	// opAnswer answers the request with the same ID; Text is its error.
 	opAnswer = "answer"
 )

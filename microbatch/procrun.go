@@ -262,6 +262,7 @@ func (c *coordinator) bindWorker(ctx context.Context, w *worker, reopen bool) er
 	l.shell.Store(w)
 	w.link = l
 	if reopen {
+		w.started = false // the new readers start in startReaders
 		for _, p := range c.topo.parts {
 			if p.owner == w.id {
 				c.proc.setPos(p.global, c.ends[p.global])
@@ -274,6 +275,19 @@ func (c *coordinator) bindWorker(ctx context.Context, w *worker, reopen bool) er
 		return nil
 	}
 	return err
+}
+
+// procStartReaders starts the readers of worker w's process, which its
+// bind opened (a worker that dies meanwhile is left dead).
+func (c *coordinator) procStartReaders(ctx context.Context, w *worker) {
+	l := w.link
+	if w.dead() || l == nil {
+		return
+	}
+	w.started = true
+	if _, err := l.peer.call(ctx, procMsg{Op: opStartReaders}); err != nil {
+		w.kill() // its reads never start: the next repair replaces it
+	}
 }
 
 // replaceProcs is the detect and acquire of the dead workers' processes:

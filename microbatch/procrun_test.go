@@ -2,13 +2,16 @@ package microbatch
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 // procScenario is a small run with worker processes: several batches
@@ -80,5 +83,90 @@ func TestProcessWorkersMatchTheOracle(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSIGKILLedWorkerProcesses kills worker processes at seeded moments:
+// after a record count, inside a seeded batch, a worker and then its
+// replacement in the batch's re-run, and the other worker while the first
+// recovery is under way (its replacements in place, not yet run). In
+// every sink mode the resolved output equals the oracle's, idempotent and
+// transactional show no duplicate and append's are counted exactly, every
+// kill is a real SIGKILL, and the bill's detect and acquire are measured.
+func TestSIGKILLedWorkerProcesses(t *testing.T) {
+	seed := testseed.Seed(t)
+	r := rand.New(rand.NewPCG(seed, 17))
+	const records = 2400
+	type kase struct {
+		name  string
+		fails []fault.Spec
+		kills int
+		// other kills the other worker at the first repair's "replaced"
+		// stage (a kill during a recovery).
+		other bool
+	}
+	w, k := r.IntN(2), 1+r.IntN(3)
+	cases := []kase{
+		{"after-records", []fault.Spec{{Worker: w, AfterRecords: 1 + r.Int64N(records)}}, 1, false},
+		{"at-a-seeded-batch", []fault.Spec{{Point: PointMidRun, Worker: w, OnlyWorker: true, Occurrence: k}}, 1, false},
+		{"twice-in-a-row", []fault.Spec{{Point: PointMidRun, Worker: w, OnlyWorker: true, Occurrence: k},
+			{Point: PointMidRun, Worker: w, OnlyWorker: true, Occurrence: k + 1}}, 2, false},
+		{"during-recovery", []fault.Spec{{Point: PointMidRun, Worker: w, OnlyWorker: true, Occurrence: k}}, 2, true},
+	}
+	for _, c := range cases {
+		for _, mode := range []sink.Mode{sink.Idempotent, sink.Transactional, sink.Append} {
+			what := fmt.Sprintf("%s/%s/%v (seed %d: go test ./microbatch -run 'TestSIGKILLedWorkerProcesses' -seed %d)", c.name, mode, c.fails, seed, seed)
+			t.Run(c.name+"/"+string(mode), func(t *testing.T) {
+				t.Parallel()
+				sc := procScenario("keyed-count", mode, records, int64(seed%1000))
+				sc.fails = c.fails
+				if c.other {
+					once := false
+					sc.opts.hooks.onRepair = func(stage string, kill func(int)) {
+						if stage == "replaced" && !once {
+							once = true
+							kill(1 - w)
+						}
+					}
+				}
+				o := sc.execute(t)
+				o.check(t, what)
+				if got := len(o.env.Faults.Fired); got != len(c.fails) {
+					t.Fatalf("%s: %d of %d kills fired", what, got, len(c.fails))
+				}
+				o.checkProcs(t, what, c.kills)
+				o.checkMeasuredBill(t, what, c.kills)
+			})
+		}
+	}
+}
+
+// TestWorkerProcessDyingOnItsOwn kills a worker process from outside the
+// coordinator (as the OOM killer would) as its third batch starts: the
+// broken connection is its death, billed and recovered like a kill.
+func TestWorkerProcessDyingOnItsOwn(t *testing.T) {
+	sc := procScenario("keyed-count", sink.Transactional, 2400, 7)
+	var o *outcome
+	killed := false
+	sc.opts.hooks.onRun = func(e offsetsEntry, _ bool) {
+		if e.Batch == 2 && !killed {
+			killed = true
+			if err := syscall.Kill(o.procs.fleet.Current(1).Pid(), syscall.SIGKILL); err != nil {
+				t.Errorf("killing worker 1 from outside: %v", err)
+			}
+		}
+	}
+	o = &outcome{}
+	sc.opts.hooks.onProcs = func(pr *procRun) { o.procs = pr }
+	got := sc.execute(t)
+	got.procs = o.procs
+	got.check(t, "killed from outside")
+	if !killed {
+		t.Fatal("batch 2 never ran")
+	}
+	got.checkProcs(t, "killed from outside", 1)
+	got.checkMeasuredBill(t, "killed from outside", 1)
+	if c := got.summary.Recoveries[0].Cause; !strings.Contains(c, "died on its own") {
+		t.Fatalf("the recovery's cause is %q, want a death on its own", c)
 	}
 }

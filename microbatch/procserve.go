@@ -105,6 +105,8 @@ func (pw *procWorker) handle(ctx context.Context, m procMsg) (procMsg, error) {
 	switch m.Op {
 	case opReset:
 		return pw.reset(ctx, m)
+	case opStartReaders:
+		return procMsg{}, pw.startReaders()
 	case opAvail:
 		return pw.avail(), nil
 	case opMaxTS:
@@ -148,6 +150,20 @@ func (pw *procWorker) reopen(ctx context.Context, ends []int64) error {
 		}
 		w.readers = append(w.readers, &partReader{part: p, q: newPartQueue(ends[p.global]), reader: r, done: make(chan struct{})})
 	}
+	return nil
+}
+
+// startReaders starts the readers reopen opened, once the coordinator has
+// the worker in its slot (a read can kill any worker).
+func (pw *procWorker) startReaders() error {
+	w := pw.w
+	if w == nil || w.rctx == nil {
+		return errors.New("readers started before they were opened")
+	}
+	if w.started {
+		return nil
+	}
+	rctx := w.rctx
 	cfg := readerConfig{rows: pw.cfg.ReadBatchRows, limit: pw.cfg.PrefetchRecords, stop: w.stop,
 		report: func(g int, n, pos int64) {
 			// The coordinator answers once it has counted the read; a

@@ -184,7 +184,11 @@ func (w *worker) restoreOps(s opsSpec, ls loadedState) error {
 // startReaders starts the read-ahead goroutines of a new worker, once it
 // is in its slot (a read can kill any worker).
 func (c *coordinator) startReaders(ctx context.Context, w *worker) {
-	if w.started || c.proc != nil {
+	if w.started {
+		return
+	}
+	if c.proc != nil {
+		c.procStartReaders(ctx, w)
 		return
 	}
 	w.started = true
