@@ -202,7 +202,7 @@ func (Executor) Name() string { return "microbatch" }
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery",
 		"detect-delay", "acquire-delay"},
-		OwnPositions: true, MidWorkPoint: PointMidRun, NoOptions: Options{}, Mistakes: mistakes}
+		OwnPositions: true, MidWorkPoint: PointMidRun, NoOptions: Options{}, Mistakes: mistakes, ProcessWorkers: true}
 }
 
 // Variant implements run.Options: microbatch runs one way.

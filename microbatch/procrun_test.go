@@ -170,3 +170,23 @@ func TestWorkerProcessDyingOnItsOwn(t *testing.T) {
 		t.Fatalf("the recovery's cause is %q, want a death on its own", c)
 	}
 }
+
+// TestCoordinatorCrashReplacesTheWorkerProcesses crashes the coordinator
+// between a batch's state and its commit entry: the worker processes
+// hold that coordinator's memory (operators past the commit, read-ahead),
+// so both are SIGKILLed and replaced, and the next coordinator restores
+// them from storage; the output equals the oracle's.
+func TestCoordinatorCrashReplacesTheWorkerProcesses(t *testing.T) {
+	for _, mode := range []sink.Mode{sink.Idempotent, sink.Transactional} {
+		t.Run(string(mode), func(t *testing.T) {
+			sc := procScenario("keyed-count", mode, 2400, 5)
+			sc.fails = []fault.Spec{{Point: PointAfterState, Occurrence: 2, Worker: fault.Coordinator}}
+			o := sc.execute(t)
+			o.check(t, "coordinator crash")
+			if len(o.env.Faults.Fired) != 1 {
+				t.Fatalf("%d of 1 crashes fired", len(o.env.Faults.Fired))
+			}
+			o.checkProcs(t, "coordinator crash", 2)
+		})
+	}
+}

@@ -53,15 +53,18 @@ type runFlags struct {
 	rollAge                      time.Duration
 	rollSize                     string
 	lostPieceRecovery            string
-	resume                       string
-	resolveMemory                string
-	series                       string
-	memoryLimit                  string
-	workers                      string
-	listen                       string
-	workerLaunch                 string
-	heartbeatInterval            time.Duration
-	heartbeatTimeout             time.Duration
+	// lostPieceRecoverySet: --lost-piece-recovery was given, rather than
+	// left at its default (microbatch's default depends on --workers).
+	lostPieceRecoverySet bool
+	resume               string
+	resolveMemory        string
+	series               string
+	memoryLimit          string
+	workers              string
+	listen               string
+	workerLaunch         string
+	heartbeatInterval    time.Duration
+	heartbeatTimeout     time.Duration
 	// noFails: --fail none, no crash (bench and trace have a default one;
 	// for run it is the default).
 	noFails bool
@@ -318,6 +321,7 @@ func (f *runFlags) run(cmd *cobra.Command, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "rewind: %s: %s\n", strings.Join(fault.RunPoints, ", "), fault.ProcessOnly)
 		return nil
 	}
+	f.lostPieceRecoverySet = cmd.Flags().Changed("lost-piece-recovery")
 	cfg, _, err := f.config(exec)
 	if err != nil {
 		return err
