@@ -19,6 +19,16 @@ func TestMicrobatchRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 	p := startCLI(t, dir, "run", "--executor", "microbatch", "--workers", "process", "--job", "keyed-count",
 		"--input", spec, "--max-batch-records", "10000", "--sink-mode", "transactional", "--output", "out", "--storage", "data",
 		"--fail", "point=batch.mid-run,worker=1,occurrence=2", "--summary", "json", "--progress", "none", "-v")
+	checkOneSIGKILLedRun(t, p)
+	checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
+}
+
+// checkOneSIGKILLedRun waits for the run p with two worker processes and
+// one kill: it succeeded with the kill's detect and acquire measured, a
+// worker process died of SIGKILL, three were started (two, and the
+// replacement), and none outlived the run.
+func checkOneSIGKILLedRun(t *testing.T, p *cliProcess) {
+	t.Helper()
 	p.wait(t, 2*time.Minute)
 	if !p.state.Success() {
 		t.Fatalf("exit %s; stderr:\n%s", p.state, p.stderr)
@@ -28,9 +38,8 @@ func TestMicrobatchRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 	if !strings.Contains(logs, "sent SIGKILL") || !strings.Contains(logs, "exited: killed by SIGKILL") {
 		t.Fatalf("no worker process was SIGKILLed:\n%s", logs)
 	}
-	checkWorkersGone(t, logs, 3) // two, and worker 1's replacement
 	if n := len(workerStarted.FindAllStringSubmatch(logs, -1)); n != 3 {
 		t.Fatalf("%d worker processes started, want 3:\n%s", n, logs)
 	}
-	checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
+	checkWorkersGone(t, logs, 3)
 }
