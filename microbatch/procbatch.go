@@ -179,6 +179,7 @@ func (c *coordinator) procStage(ctx context.Context, se *stageEnv, si int, seq i
 		defer mu.Unlock()
 		bd := se.bd
 		if up != nil {
+			c.proc.count(up)
 			for col, cons := range up.hashed {
 				if per, ok := bd.hashed[si][col]; ok {
 					per[w.id] = cons

@@ -8,13 +8,14 @@ package microbatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
@@ -28,6 +29,9 @@ type procRun struct {
 	topo  *topology
 	env   *run.Env
 	seq   atomic.Int64 // batch attempts, over every coordinator
+	// exchanged and sunk count the rows the workers sent up: for another
+	// worker (relayed down again) and for the sink.
+	exchanged, sunk atomic.Int64
 
 	closeOnce sync.Once
 
@@ -158,6 +162,22 @@ func (pr *procRun) replace(ctx context.Context, id int) (time.Duration, error) {
 	return acquire, pr.link(id)
 }
 
+// count adds what a worker sent up to the figures.
+func (pr *procRun) count(u *upData) {
+	rows := func(bs []arrow.RecordBatch) (n int64) {
+		for _, b := range bs {
+			n += b.NumRows()
+		}
+		return n
+	}
+	for _, cons := range u.hashed {
+		for _, bs := range cons {
+			pr.exchanged.Add(rows(bs))
+		}
+	}
+	pr.sunk.Add(rows(u.out))
+}
+
 func (pr *procRun) setPos(g int, pos int64) {
 	pr.mu.Lock()
 	pr.pos[g] = pos
@@ -189,6 +209,10 @@ func (c *coordinator) procRequest(l *procLink, m procMsg) {
 	var err error
 	switch m.Op {
 	case opRead:
+		if m.Part < 0 || m.Part >= len(c.topo.parts) || c.topo.parts[m.Part].owner != l.id || m.N <= 0 {
+			err = fmt.Errorf("a read of %d records of partition %d, which worker %d does not read", m.N, m.Part, l.id)
+			break
+		}
 		c.met.read(m.N)
 		c.proc.setPos(m.Part, m.Pos)
 		err = c.faults.Read(m.N)
@@ -207,11 +231,12 @@ func (c *coordinator) procRequest(l *procLink, m procMsg) {
 	_ = sendMsg(l.slot.Conn, answer(m, procMsg{}, err))
 }
 
-// procBroken is a worker process's connection seen broken. A process the
-// run did not kill died on its own (OOM, a panic, a kill from outside):
-// that is billed as a crash of its own, like a kill.
+// procBroken is a worker process's connection seen broken while a
+// coordinator holds it. A process the run did not kill died on its own
+// (OOM, a panic, a kill from outside, or it gave up and closed): that is
+// billed as a crash of its own, like a kill.
 func (c *coordinator) procBroken(l *procLink, why error) {
-	if !l.slot.KilledAt().IsZero() || errors.Is(why, wire.ErrClosedByPeer) {
+	if !l.slot.KilledAt().IsZero() {
 		c.notifyDeath()
 		return
 	}

@@ -25,6 +25,7 @@ import (
 // requests (reads, points) are handed to their callers as they come.
 func (pw *procWorker) serve(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
+	pw.ctx = ctx
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
@@ -222,11 +223,11 @@ func (pw *procWorker) begin(m procMsg) (procMsg, error) {
 	pw.seq = m.Seq
 	pw.bd = newBatchData(pw.topo, pw.cfg.Parallelism)
 	par := pw.cfg.Parallelism
-	pw.se = &stageEnv{ctx: context.Background(), topo: pw.topo, plan: m.Plan, bd: pw.bd, workers: par, alloc: pw.env.Alloc,
+	pw.se = &stageEnv{ctx: pw.ctx, topo: pw.topo, plan: m.Plan, bd: pw.bd, workers: par, alloc: pw.env.Alloc,
 		eventTime: pw.topo.job.UsesEventTime, midRunDone: make([]bool, par), reread: make([]bool, par),
 		onCrash: func(*fault.Crash) {},
 		askPoint: func(name string, _ int) error {
-			_, err := pw.peer.call(context.Background(), procMsg{Op: opPoint, Point: name})
+			_, err := pw.peer.call(pw.ctx, procMsg{Op: opPoint, Point: name})
 			if errors.Is(err, errPeerGone) {
 				return errWorkerKilled
 			}

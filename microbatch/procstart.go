@@ -72,6 +72,8 @@ type procWorker struct {
 	store storage.Store
 	conn  *wire.Conn
 	peer  *rpcPeer
+	// ctx ends when the connection does (serve).
+	ctx context.Context
 	// w holds the operators, their state and the readers, once restored:
 	// memory that dies with this process.
 	w     *worker
