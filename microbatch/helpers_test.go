@@ -69,8 +69,10 @@ type scenario struct {
 	detect, acquire time.Duration
 	// trace, if set, records the run's time-space events.
 	trace *spacetime.Recorder
-	// workers: process runs the workers as processes of this test binary.
-	workers run.WorkerMode
+	// workers: process runs the workers as processes of this test binary;
+	// heartbeatTimeout declares a silent one dead (0: the default).
+	workers          run.WorkerMode
+	heartbeatTimeout time.Duration
 }
 
 type outcome struct {
@@ -109,7 +111,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, SinkRoll: sc.roll, Storage: sc.storage, Parallelism: sc.parallelism,
 		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
-		DetectDelay: sc.detect, AcquireDelay: sc.acquire, Workers: sc.workers,
+		DetectDelay: sc.detect, AcquireDelay: sc.acquire, Workers: sc.workers, HeartbeatTimeout: sc.heartbeatTimeout,
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
+	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
 // procScenario is a small run with worker processes: several batches
@@ -188,5 +190,38 @@ func TestCoordinatorCrashReplacesTheWorkerProcesses(t *testing.T) {
 			}
 			o.checkProcs(t, "coordinator crash", 2)
 		})
+	}
+}
+
+// TestFrozenWorkerProcessIsDeclaredDead freezes a worker process
+// (SIGSTOP) as its third batch starts: with a 600 ms heartbeat timeout it
+// is declared dead by its silence, SIGKILLed before its replacement
+// starts, billed (as a death on its own: its detect is 0, since the
+// moment it froze is not known), and the batch runs again; the output
+// equals the oracle's.
+func TestFrozenWorkerProcessIsDeclaredDead(t *testing.T) {
+	sc := procScenario("keyed-count", sink.Idempotent, 2400, 9)
+	sc.heartbeatTimeout = 600 * time.Millisecond
+	var procs *procRun
+	frozen := false
+	sc.opts.hooks.onProcs = func(pr *procRun) { procs = pr }
+	sc.opts.hooks.onRun = func(e offsetsEntry, _ bool) {
+		if e.Batch == 2 && !frozen {
+			frozen = true
+			if err := syscall.Kill(procs.fleet.Current(1).Pid(), syscall.SIGSTOP); err != nil {
+				t.Errorf("freezing worker 1: %v", err)
+			}
+		}
+	}
+	o := sc.execute(t)
+	o.check(t, "frozen")
+	if !frozen {
+		t.Fatal("batch 2 never ran")
+	}
+	o.checkProcs(t, "frozen", 1) // the frozen one, SIGKILLed before its replacement
+	o.checkMeasuredBill(t, "frozen", 1)
+	// Declared dead by its silence, not by a broken connection.
+	if c := o.summary.Recoveries[0].Cause; !strings.Contains(c, wire.ErrPeerSilent.Error()) {
+		t.Fatalf("the recovery's cause is %q, want the heartbeat timeout", c)
 	}
 }
