@@ -42,7 +42,7 @@ func (f *runFlags) options(exec run.Executor) run.Options {
 	switch exec.(type) {
 	case microbatch.Executor:
 		return microbatch.Options{Trigger: f.trigger, MaxBatchRecords: f.maxBatchRecords,
-			RetainedBatches: f.retainedBatches, LostPieceRecovery: f.microbatchRecovery()}
+			RetainedBatches: f.retainedBatches, LostPieceRecovery: f.lostPieceRecovery}
 	case diskphase.Executor:
 		return diskphase.Options{JobRecords: f.jobRecords, JobInterval: f.jobInterval, LostPieceRecovery: f.lostPieceRecovery}
 	case recordwise.Executor:
@@ -87,16 +87,6 @@ func latencyCases(exec run.Executor, duration time.Duration) []bench.LatencyCase
 		out = append(out, c)
 	}
 	return out
-}
-
-// microbatchRecovery is --lost-piece-recovery for microbatch: empty when
-// not given, so that the executor picks its default for --workers
-// (lineage inproc; rerun-batch, its only one, with worker processes).
-func (f *runFlags) microbatchRecovery() string {
-	if !f.lostPieceRecoverySet {
-		return ""
-	}
-	return f.lostPieceRecovery
 }
 
 // allOptions are every executor's options as the flags set them.

@@ -115,7 +115,6 @@ func (f *runFlags) workerSettings(fl *pflag.FlagSet, cfg *run.Config) error {
 	if err != nil {
 		return usageError{err}
 	}
-	f.lostPieceRecoverySet = fl.Changed("lost-piece-recovery")
 	if m == run.WorkersInproc {
 		for _, name := range []string{"heartbeat-interval", "heartbeat-timeout"} {
 			if fl.Changed(name) {
