@@ -296,9 +296,20 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 	}
 	var deltas int64
 	for w, es := range enc {
+		// A worker names only its own key groups: anything else is a
+		// broken peer, refused before it reaches the manifest.
+		own := keygroup.RangeFor(w, c.par)
+		for _, s := range snaps[w] {
+			if bad := foreignGroup(own, s.Deleted); bad >= 0 {
+				return nil, fmt.Errorf("worker %d reported key group %d, which it does not hold", w, bad)
+			}
+		}
 		for _, e := range es {
 			if e.Stage < 0 || e.Stage >= len(c.topo.stages) || !c.topo.stateful[e.Stage] {
 				return nil, fmt.Errorf("worker %d encoded stage %d, which is not a stateful stage", w, e.Stage)
+			}
+			if bad := max(foreignGroup(own, e.Whole), foreignGroup(own, e.Edited)); bad >= 0 {
+				return nil, fmt.Errorf("worker %d encoded key group %d, which it does not hold", w, bad)
 			}
 			a := idx[c.topo.stages[e.Stage].ID]
 			if !full {
@@ -372,6 +383,16 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 		return StateCommitted{Now: now}, func() { c.steps.state = now.Sub(t0) }, nil
 	})
 	return nil, nil
+}
+
+// foreignGroup is a key group of kgs outside own, or -1.
+func foreignGroup(own keygroup.Range, kgs []int) int {
+	for _, kg := range kgs {
+		if kg < own.Start || kg >= own.End {
+			return max(kg, 0)
+		}
+	}
+	return -1
 }
 
 // procDurable tells the workers their version is committed (changesDurable).
