@@ -37,7 +37,7 @@ func (c *coordinator) onEach(fn func(w *worker, l *procLink) error) []error {
 			}
 			errs[i] = fn(w, l)
 			if errs[i] != nil && (errors.Is(errs[i], errPeerGone) || l.broken()) {
-				w.kill()
+				l.lost(w)
 				errs[i] = errWorkerKilled
 			}
 		}()
@@ -361,7 +361,7 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 		fns = append(fns, func() error {
 			_, err := l.peer.call(ctx, procMsg{Op: opPut})
 			if err != nil && (errors.Is(err, errPeerGone) || l.broken()) {
-				w.kill()
+				l.lost(w)
 				diedMu.Lock()
 				died = true
 				diedMu.Unlock()

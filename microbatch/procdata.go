@@ -131,7 +131,7 @@ func collectUp(ctx context.Context, rx *wire.Receiver, seq int64, par int) (*upD
 			*cur = append(*cur, it.Batch)
 		case it.End:
 			u.release()
-			return nil, fmt.Errorf("the worker ended its channel %d", 0)
+			return nil, fmt.Errorf("the worker closed its channel before the end of attempt %d", seq)
 		default:
 			var h procHeader
 			if err := json.Unmarshal(it.Barrier, &h); err != nil {

@@ -8,6 +8,7 @@ package microbatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -54,9 +55,29 @@ type procLink struct {
 	coord atomic.Pointer[coordinator]
 	// shell is the coordinator's worker bound to this incarnation.
 	shell atomic.Pointer[worker]
+	// done is closed once dispatch has handled the broken connection.
+	done chan struct{}
 }
 
 func (l *procLink) broken() bool { return l.slot.Conn.Err() != nil }
+
+// lost marks w dead once its process's death is on record: the link's
+// dispatch bills it (procBroken) before it ends, and a repair that saw w
+// dead before that would find no crash to bill.
+func (l *procLink) lost(w *worker) {
+	t := time.NewTimer(lostWait)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
+	w.kill()
+}
+
+// lostWait bounds how long lost waits for a broken connection's
+// dispatch; it returns at once in practice (the read loop sees the
+// error first).
+const lostWait = 5 * time.Second
 
 // startProcRun starts the run's worker processes and links them.
 func startProcRun(ctx context.Context, env *run.Env, opts *options, runID string) (*procRun, error) {
@@ -85,7 +106,8 @@ func startProcRun(ctx context.Context, env *run.Env, opts *options, runID string
 // starts reading its control stream.
 func (pr *procRun) link(id int) error {
 	s := pr.fleet.Slot(id)
-	l := &procLink{id: id, slot: s, peer: newRPCPeer(s.Conn), up: map[int]*wire.Receiver{}, down: map[int]*wire.Sender{}}
+	l := &procLink{id: id, slot: s, peer: newRPCPeer(s.Conn), up: map[int]*wire.Receiver{}, down: map[int]*wire.Sender{},
+		done: make(chan struct{})}
 	for si, st := range pr.topo.stages {
 		if pr.topo.hasUp(si) {
 			rx, err := s.Conn.OpenReceiver(upChannel(si), st.Schema, 64)
@@ -113,6 +135,7 @@ func (pr *procRun) link(id int) error {
 // callers, reads and points to the coordinator the link serves. A broken
 // connection is the worker's death.
 func (l *procLink) dispatch() {
+	defer close(l.done)
 	defer func() {
 		for _, rx := range l.up {
 			rx.Close()
@@ -121,11 +144,10 @@ func (l *procLink) dispatch() {
 	for {
 		b, err := l.slot.Conn.Control(context.Background())
 		if err != nil {
-			if w := l.shell.Load(); w != nil {
-				w.kill()
-			}
 			if c := l.coord.Load(); c != nil {
 				c.procBroken(l, err)
+			} else if w := l.shell.Load(); w != nil {
+				w.kill()
 			}
 			return
 		}
@@ -236,20 +258,28 @@ func (c *coordinator) procRequest(l *procLink, m procMsg) {
 // (OOM, a panic, a kill from outside, or it gave up and closed): that is
 // billed as a crash of its own, like a kill.
 func (c *coordinator) procBroken(l *procLink, why error) {
+	defer c.notifyDeath()
 	if !l.slot.KilledAt().IsZero() {
-		c.notifyDeath()
+		// killWorker has billed it, and its worker is dead already.
+		if w := l.shell.Load(); w != nil {
+			w.kill()
+		}
 		return
 	}
 	if err := c.proc.fleet.LostOnItsOwn(time.Time{}, why); err != nil {
 		c.procFatal.CompareAndSwap(nil, &err)
 	}
+	// As in killWorker, the crash is on record before the worker dies,
+	// under wmu: a repair that sees the death finds the crash to bill.
 	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	r := c.met.crash(fmt.Sprintf("worker %d process died on its own (%v)", l.id, why), time.Now(), nil)
 	c.recMu.Lock()
 	c.pendingRecoveries = append(c.pendingRecoveries, pendingCrash{r: r, worker: l.id})
 	c.recMu.Unlock()
-	c.wmu.Unlock()
-	c.notifyDeath()
+	if w := l.shell.Load(); w != nil {
+		w.kill()
+	}
 }
 
 func (c *coordinator) notifyDeath() {
@@ -296,7 +326,7 @@ func (c *coordinator) bindWorker(ctx context.Context, w *worker, reopen bool) er
 	}
 	_, err := l.peer.call(ctx, procMsg{Op: opReset, Version: c.stateVersion, Index: c.idx, Watermark: c.wm, Reopen: reopen, Ends: c.ends})
 	if l.broken() {
-		w.kill()
+		l.lost(w)
 		return nil
 	}
 	return err
@@ -310,7 +340,9 @@ func (c *coordinator) procStartReaders(ctx context.Context, w *worker) {
 		return
 	}
 	w.started = true
-	if _, err := l.peer.call(ctx, procMsg{Op: opStartReaders}); err != nil {
+	if _, err := l.peer.call(ctx, procMsg{Op: opStartReaders}); errors.Is(err, errPeerGone) {
+		l.lost(w)
+	} else if err != nil {
 		w.kill() // its reads never start: the next repair replaces it
 	}
 }

@@ -252,15 +252,26 @@ func (pw *procWorker) dropBatch() {
 // first; its own rows for the other consumers, and for the sink, go up.
 func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 	si := m.Stage
-	if pw.se == nil || m.Seq != pw.seq || si < 0 || si >= len(pw.topo.stages) {
-		return procMsg{}, fmt.Errorf("stage %d of attempt %d, but attempt %d is in flight", si, m.Seq, pw.seq)
+	if si < 0 || si >= len(pw.topo.stages) {
+		return procMsg{}, fmt.Errorf("stage %d of a job with %d", si, len(pw.topo.stages))
+	}
+	// The coordinator reads a stage's up channel to its end, whatever the
+	// stage's fate: every way out of a stage that sends up ends it.
+	refuse := func(err error) (procMsg, error) {
+		if pw.topo.hasUp(si) {
+			_ = sendHeader(ctx, pw.up[si], procHeader{Seq: m.Seq, End: true})
+		}
+		return procMsg{}, err
+	}
+	if pw.se == nil || m.Seq != pw.seq {
+		return refuse(fmt.Errorf("stage %d of attempt %d, but attempt %d is in flight", si, m.Seq, pw.seq))
 	}
 	bd := pw.bd
 	for _, e := range pw.topo.hashInputs(si) {
 		from := pw.topo.index[e.From]
 		got, err := pw.inbox.take(ctx, pw.seq, si, from, pw.cfg.Parallelism)
 		if err != nil {
-			return procMsg{}, err
+			return refuse(err)
 		}
 		for prod, bs := range got {
 			if prod == pw.id {
