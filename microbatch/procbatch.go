@@ -56,6 +56,18 @@ func firstError(errs []error) error {
 	return nil
 }
 
+// askAll sends m to every worker and returns their answers, by worker; a
+// dead worker's is empty (and the caller finds it dead).
+func (c *coordinator) askAll(ctx context.Context, m procMsg) ([]procMsg, error) {
+	answers := make([]procMsg, len(c.workers))
+	errs := c.onEach(func(w *worker, l *procLink) error {
+		a, err := l.peer.call(ctx, m)
+		answers[w.id] = a
+		return err
+	})
+	return answers, firstError(errs)
+}
+
 // procAvailable is what the worker processes' readers hold, per
 // partition: the read position, and where the partition ended (-1: not).
 // A dead worker's partitions hold nothing.
@@ -120,10 +132,8 @@ func (c *coordinator) procMaxTS(ctx context.Context, ranges []partRange) ([]int6
 
 // procBegin starts attempt seq of the batch in flight on every worker.
 func (c *coordinator) procBegin(ctx context.Context, seq int64) error {
-	return firstError(c.onEach(func(_ *worker, l *procLink) error {
-		_, err := l.peer.call(ctx, procMsg{Op: opBegin, Seq: seq, Plan: c.cur})
-		return err
-	}))
+	_, err := c.askAll(ctx, procMsg{Op: opBegin, Seq: seq, Plan: c.cur})
+	return err
 }
 
 // procStage runs stage si of attempt seq on every worker. The sink
@@ -243,43 +253,36 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 	p := &c.pending
 	p.idx, p.version, p.full, p.written, p.rows, p.bytes, p.changedState = c.idx, c.stateVersion, false, 0, 0, 0, false
 	p.changedRows, p.deltaBytes = 0, c.deltaBytes
-	lost := func() (Event, error) {
+	lost := func(err error) (Event, error) {
+		if err != nil {
+			return nil, err
+		}
 		evs, err := c.drain()
 		return WorkerLost{Now: time.Now(), Finished: evs}, err
 	}
+	answers, err := c.askAll(ctx, procMsg{Op: opSnapshot})
+	if err != nil || c.anyDead() {
+		return lost(err)
+	}
 	snaps := make([][]procSnap, c.par)
-	errs := c.onEach(func(w *worker, l *procLink) error {
-		a, err := l.peer.call(ctx, procMsg{Op: opSnapshot})
-		snaps[w.id] = a.Snaps
-		return err
-	})
-	if err := firstError(errs); err != nil {
-		return nil, err
-	}
-	if c.anyDead() {
-		return lost()
-	}
 	changed := false
-	for _, ss := range snaps {
-		for _, s := range ss {
+	for w, a := range answers {
+		snaps[w] = a.Snaps
+		for _, s := range a.Snaps {
 			changed = changed || s.Changed
 			p.rows += s.Rows
 			p.bytes += s.Bytes
 			p.changedRows += s.ChangedRows
 		}
 	}
-	full := c.lastFull < 0 || c.deltaBytes >= p.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-c.lastFull >= int64(c.opts.fullEvery)
-	enc := make([][]procEncoded, c.par)
-	errs = c.onEach(func(w *worker, l *procLink) error {
-		a, err := l.peer.call(ctx, procMsg{Op: opEncode, Batch: n, Full: full, Skip: !changed})
-		enc[w.id] = a.Encoded
-		return err
-	})
-	if err := firstError(errs); err != nil {
-		return nil, err
+	full := c.fullVersion(n)
+	answers, err = c.askAll(ctx, procMsg{Op: opEncode, Batch: n, Full: full, Skip: !changed})
+	if err != nil || c.anyDead() {
+		return lost(err)
 	}
-	if c.anyDead() {
-		return lost()
+	enc := make([][]procEncoded, c.par)
+	for w, a := range answers {
+		enc[w] = a.Encoded
 	}
 	if !changed {
 		if err := c.point(PointStateMidWrite); err != nil {
@@ -337,17 +340,10 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 			deltas += e.Bytes
 		}
 	}
-	if full {
-		p.deltaBytes = 0
-	} else {
-		p.deltaBytes += deltas
-	}
-	man, err := encodeEntry(idx.toManifest(n, full, p.deltaBytes))
+	man, err := c.pendingManifest(idx, n, full, deltas)
 	if err != nil {
 		return nil, err
 	}
-	p.idx, p.version, p.full, p.changedState = idx, n, full, true
-	p.written += int64(len(man))
 	fns := []func() error{func() error {
 		if err := c.put(ctx, manifestName(n), man); err != nil {
 			return fmt.Errorf("writing state manifest %d: %w", n, err)
