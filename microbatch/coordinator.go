@@ -39,6 +39,11 @@ type coordinator struct {
 	mark    *batchMarker
 	faults  *fault.Injector
 	attempt int // sink writer attempt numbers handed out
+	// proc is the run's worker processes (--workers process; nil: the
+	// workers are simulated here), and procFatal a death the run cannot
+	// repair (too many of them on their own).
+	proc      *procRun
+	procFatal atomic.Pointer[error]
 
 	// workers is written only by the coordinator goroutine, under wmu;
 	// reader goroutines read it under wmu to carry out a worker kill.
@@ -345,6 +350,9 @@ func (c *coordinator) exec(ctx context.Context, a Action) (Event, error) {
 // short: read positions and the batch in flight.
 func (c *coordinator) status() (highWater []int64, inFlight bool, logged bool, reprocessed int64) {
 	highWater = make([]int64, len(c.topo.parts))
+	if c.proc != nil {
+		highWater = c.proc.positions()
+	}
 	for _, w := range c.workers {
 		for _, r := range w.readers {
 			pos, _, _ := r.q.available()
@@ -361,12 +369,24 @@ func (c *coordinator) status() (highWater []int64, inFlight bool, logged bool, r
 }
 
 // close tears everything down: what the dead coordinator and its workers
-// held is released and never looked at again.
-func (c *coordinator) close() {
+// held is released and never looked at again. Worker processes of a
+// crashed coordinator are killed (the next one replaces them), as a
+// crash drops its simulated workers' memory.
+func (c *coordinator) close(crashed bool) {
 	c.wmu.Lock()
 	ws := c.workers
 	c.workers = nil
 	c.wmu.Unlock()
+	if c.proc != nil {
+		for id := range c.par {
+			if l := c.proc.current(id); l != nil && l.coord.CompareAndSwap(c, nil) {
+				l.shell.Store(nil)
+			}
+			if crashed {
+				c.procKill(id)
+			}
+		}
+	}
 	for _, w := range ws {
 		if w != nil {
 			w.teardown()

@@ -69,6 +69,10 @@ type scenario struct {
 	detect, acquire time.Duration
 	// trace, if set, records the run's time-space events.
 	trace *spacetime.Recorder
+	// workers: process runs the workers as processes of this test binary;
+	// heartbeatTimeout declares a silent one dead (0: the default).
+	workers          run.WorkerMode
+	heartbeatTimeout time.Duration
 }
 
 type outcome struct {
@@ -79,6 +83,8 @@ type outcome struct {
 	env     *run.Env
 	faults  *fault.Injector
 	err     error
+	// procs is the run's worker processes (workers process).
+	procs *procRun
 }
 
 func (sc *scenario) config(t testing.TB) run.Config {
@@ -105,7 +111,7 @@ func (sc *scenario) config(t testing.TB) run.Config {
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, SinkRoll: sc.roll, Storage: sc.storage, Parallelism: sc.parallelism,
 		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
-		DetectDelay: sc.detect, AcquireDelay: sc.acquire,
+		DetectDelay: sc.detect, AcquireDelay: sc.acquire, Workers: sc.workers, HeartbeatTimeout: sc.heartbeatTimeout,
 	}
 }
 
@@ -127,7 +133,18 @@ func (sc *scenario) execute(t testing.TB) *outcome {
 	}
 	env.Trace = sc.trace
 	o := &outcome{env: env, faults: env.Faults}
-	o.summary, o.err = Executor{Options: sc.opts}.Run(ctx, env)
+	opts := sc.opts
+	if sc.workers == run.WorkersProcess {
+		env.WorkerCommand = testWorkerCommand()
+		prev := opts.hooks.onProcs
+		opts.hooks.onProcs = func(pr *procRun) {
+			o.procs = pr
+			if prev != nil {
+				prev(pr)
+			}
+		}
+	}
+	o.summary, o.err = Executor{Options: opts}.Run(ctx, env)
 	if o.err == nil {
 		if err := run.Finish(env, o.summary); err != nil {
 			t.Fatalf("finish: %v", err)

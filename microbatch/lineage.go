@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/lineage"
 )
@@ -58,10 +59,18 @@ const (
 	RecoveryRerunBatch = "rerun-batch"
 )
 
-func resolveRecovery(opt, cfg string) (bool, error) {
+func resolveRecovery(opt, cfg string, process bool) (bool, error) {
 	v := opt
 	if v == "" {
 		v = cfg
+	}
+	switch {
+	case v == "" && process:
+		return false, nil // the only recovery worker processes have
+	case v == RecoveryLineage && process:
+		// Lineage rebuilds a dead worker's pieces from the survivors'
+		// memory, which is in other processes.
+		return false, run.RefusedError{Err: fmt.Errorf("--lost-piece-recovery %s: with --workers process microbatch recovers by %s only (the replacement restores and the batch runs again); give --lost-piece-recovery %s or --workers inproc", RecoveryLineage, RecoveryRerunBatch, RecoveryRerunBatch)}
 	}
 	switch v {
 	case "", RecoveryLineage:

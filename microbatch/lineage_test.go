@@ -245,7 +245,7 @@ func TestLineageRefusesNondeterministicStep(t *testing.T) {
 	if _, err := (Executor{}).Run(t.Context(), env); !errors.Is(err, lineage.ErrNondeterministic) {
 		t.Fatalf("Run = %v; want ErrNondeterministic", err)
 	}
-	if _, err := resolveRecovery("", "sometimes"); err == nil {
+	if _, err := resolveRecovery("", "sometimes", false); err == nil {
 		t.Fatal("an unknown recovery mode was accepted")
 	}
 }

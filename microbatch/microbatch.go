@@ -106,6 +106,8 @@ type testHooks struct {
 	// are in place), with a function that kills a worker: tests land a
 	// kill exactly there.
 	onRepair func(stage string, kill func(worker int))
+	// onProcs sees the run's worker processes once they are started.
+	onProcs func(*procRun)
 }
 
 // midRepair calls onRepair, if set.
@@ -164,7 +166,7 @@ func (o Options) resolve(cfg run.Config) (*options, error) {
 		r.trigger = flags.Trigger
 	}
 	var err error
-	if r.lineage, err = resolveRecovery(o.LostPieceRecovery, flags.LostPieceRecovery); err != nil {
+	if r.lineage, err = resolveRecovery(o.LostPieceRecovery, flags.LostPieceRecovery, cfg.Workers == run.WorkersProcess); err != nil {
 		return nil, err
 	}
 	switch {
@@ -200,7 +202,7 @@ func (Executor) Name() string { return "microbatch" }
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery",
 		"detect-delay", "acquire-delay"},
-		OwnPositions: true, MidWorkPoint: PointMidRun, NoOptions: Options{}, Mistakes: mistakes}
+		OwnPositions: true, MidWorkPoint: PointMidRun, NoOptions: Options{}, Mistakes: mistakes, ProcessWorkers: true}
 }
 
 // Variant implements run.Options: microbatch runs one way.
@@ -237,6 +239,10 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		return nil, errors.New("microbatch: no durable storage (--storage)")
 	}
 	opts, err := e.Options.resolve(env.Config)
+	var refused run.RefusedError
+	if errors.As(err, &refused) {
+		return nil, refused
+	}
 	if err != nil {
 		return nil, fmt.Errorf("microbatch: %w", err)
 	}
@@ -266,6 +272,27 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 	if env.Config.Resumed {
 		met.processDied()
 	}
+	var procs *procRun
+	if env.Config.Workers == run.WorkersProcess {
+		if procs, err = startProcRun(ctx, env, opts, runID); err != nil {
+			if errors.As(err, &refused) {
+				return nil, refused
+			}
+			return nil, fmt.Errorf("microbatch: %w", err)
+		}
+		defer procs.close()
+		if h := opts.hooks.onProcs; h != nil {
+			h(procs)
+		}
+	}
+	summary := func() *report.Summary {
+		if procs != nil {
+			procs.close()
+			met.note(fmt.Sprintf("workers ran as processes of this binary (--workers process): %d incarnations, replacements included; a worker's detect and acquire are measured; the coordinator relayed %d rows of the hash exchanges between them and received %d rows for the sink",
+				procs.fleet.Started(), procs.exchanged.Load(), procs.sunk.Load()))
+		}
+		return met.summary()
+	}
 	var crashed *recovery
 	var reprocessed int64
 	for incarnation := 0; ; incarnation++ {
@@ -273,6 +300,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 		if err != nil {
 			return nil, fmt.Errorf("microbatch: %w", err)
 		}
+		c.proc = procs
 		err = c.run(ctx, crashed, reprocessed)
 		cr, isCrash := fault.AsCrash(err)
 		if isCrash {
@@ -287,7 +315,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 				traceBatchLost(env.Trace, c.cur.Batch, logged, "cut short: "+cause)
 			}
 		}
-		c.close()
+		c.close(isCrash)
 		switch {
 		case isCrash && opts.hooks.noRestart:
 			return nil, err
@@ -298,10 +326,10 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 			continue
 		case err != nil && ctx.Err() != nil:
 			// Stopped from outside: the log is consistent wherever it stopped.
-			return met.summary(), nil
+			return summary(), nil
 		case err != nil:
 			return nil, fmt.Errorf("microbatch: %w", err)
 		}
-		return met.summary(), nil
+		return summary(), nil
 	}
 }

@@ -70,23 +70,13 @@ func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 		}
 		tracker, wm = c.cur.Tracker, c.cur.Watermark
 	}
-	avail := make([]int64, nparts)
-	eofAt := make([]int64, nparts)
+	avail, eofAt, err := c.available(ends)
+	if err != nil {
+		return nil, err
+	}
 	var total int64
-	for _, w := range c.workers {
-		for _, r := range w.readers {
-			pos, eof, err := r.q.available()
-			if err != nil {
-				return nil, err
-			}
-			g := r.part.global
-			avail[g] = max(0, pos-ends[g])
-			eofAt[g] = -1
-			if eof {
-				eofAt[g] = pos
-			}
-			total += avail[g]
-		}
+	for _, a := range avail {
+		total += a
 	}
 	if c.opts.hooks.evenPlans && c.opts.maxBatch > 0 {
 		share := (c.opts.maxBatch + int64(nparts) - 1) / int64(nparts)
@@ -109,14 +99,18 @@ func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 	var rows int64
 	for _, p := range c.topo.parts {
 		g := p.global
-		start := ends[g]
-		end := start + take[g]
-		e.Ranges = append(e.Ranges, partRange{Input: p.input, Partition: p.name, Start: start, End: end})
+		e.Ranges = append(e.Ranges, partRange{Input: p.input, Partition: p.name, Start: ends[g], End: ends[g] + take[g]})
 		rows += take[g]
-		if end > start {
-			if ts := c.workers[p.owner].queueOf(g).maxTS(start, end); ts != operator.NoWatermark {
-				tr.ObserveTS(g, ts)
-			}
+	}
+	maxTS, err := c.rangesMaxTS(e.Ranges)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range c.topo.parts {
+		g := p.global
+		end := e.Ranges[g].End
+		if ts := maxTS[g]; ts != operator.NoWatermark {
+			tr.ObserveTS(g, ts)
 		}
 		if eofAt[g] >= 0 && end == eofAt[g] {
 			tr.Finish(g)
@@ -143,6 +137,55 @@ func (c *coordinator) plan(n int64, ahead bool) (Event, error) {
 	c.planStart = t0
 	c.steps = stepTotals{plan: time.Since(t0)}
 	return Planned{}, nil
+}
+
+// available is, per partition, how many records past ends its reader
+// holds, and where the partition ended (-1: not yet).
+func (c *coordinator) available(ends []int64) (avail, eofAt []int64, err error) {
+	n := len(c.topo.parts)
+	avail, eofAt = make([]int64, n), make([]int64, n)
+	if c.proc != nil {
+		pos, eof, err := c.procAvailable(context.Background())
+		if err != nil {
+			return nil, nil, err
+		}
+		for g := range avail {
+			avail[g], eofAt[g] = max(0, pos[g]-ends[g]), eof[g]
+		}
+		return avail, eofAt, nil
+	}
+	for _, w := range c.workers {
+		for _, r := range w.readers {
+			pos, eof, err := r.q.available()
+			if err != nil {
+				return nil, nil, err
+			}
+			g := r.part.global
+			avail[g] = max(0, pos-ends[g])
+			eofAt[g] = -1
+			if eof {
+				eofAt[g] = pos
+			}
+		}
+	}
+	return avail, eofAt, nil
+}
+
+// rangesMaxTS is the greatest event time in each range (NoWatermark for
+// an empty one).
+func (c *coordinator) rangesMaxTS(ranges []partRange) ([]int64, error) {
+	if c.proc != nil {
+		return c.procMaxTS(context.Background(), ranges)
+	}
+	out := make([]int64, len(ranges))
+	for _, p := range c.topo.parts {
+		g, rg := p.global, ranges[p.global]
+		out[g] = operator.NoWatermark
+		if rg.End > rg.Start {
+			out[g] = c.workers[p.owner].queueOf(g).maxTS(rg.Start, rg.End)
+		}
+	}
+	return out, nil
 }
 
 // aheadPlan is a batch planned while the previous one waits for its commit

@@ -37,12 +37,13 @@ func serveTestWorker() int {
 		return 2
 	}
 	ctx := context.Background()
-	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
+	// Batches received on the data channels are allocated here too.
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{Alloc: alloc, HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	err = Executor{}.ServeWorker(ctx, c, wel.Config, run.WorkerEnv{ID: id, Alloc: alloc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	_ = c.Close()
 	if err != nil {
@@ -82,9 +83,9 @@ func preparedEnv(t *testing.T, sc *scenario) (*run.Env, *options) {
 
 // TestWorkerProcessesStartFromTheirWelcomeAlone: each worker process of a
 // microbatch run joins, opens the inputs and storage its Welcome names,
-// finds the coordinator's partitions and owners, and says ready; asked for
-// a batch task it says it does not run one yet (the reason the trait is
-// unset); a kill and a replacement are measured; none outlives the fleet.
+// finds the coordinator's partitions and owners, and says ready; a request
+// it does not know is answered with an error naming it; a kill and a
+// replacement are measured; none outlives the fleet.
 func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
 	for _, jobName := range []string{"keyed-count", "join"} {
 		t.Run(jobName, func(t *testing.T) {
@@ -104,15 +105,15 @@ func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
 				if s == nil || s.Acquire <= 0 {
 					t.Fatalf("worker %d: not ready, or its acquire unmeasured", id)
 				}
-				if err := s.Conn.SendControl([]byte(`{"op":"run"}`)); err != nil {
+				if err := s.Conn.SendControl([]byte(`{"op":"run","id":1}`)); err != nil {
 					t.Fatal(err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				b, err := s.Conn.Control(ctx)
 				cancel()
-				var m map[string]string
-				if err != nil || json.Unmarshal(b, &m) != nil || m["op"] != "error" || !strings.Contains(m["text"], "do not run batch tasks yet") {
-					t.Fatalf("worker %d answered a batch task with %s (%v), want a refusal", id, b, err)
+				var m procMsg
+				if err != nil || json.Unmarshal(b, &m) != nil || m.Op != opAnswer || m.ID != 1 || !strings.Contains(m.Text, `unknown request "run"`) {
+					t.Fatalf("worker %d answered an unknown request with %s (%v), want a refusal", id, b, err)
 				}
 			}
 			if _, _, err := f.Kill(1); err != nil {
@@ -182,7 +183,7 @@ func TestReplacementWorkerProcessRestoresTheCommittedState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
+	defer c.close(false)
 	l, err := c.list(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +234,7 @@ func TestReplacementWorkerProcessRestoresTheCommittedState(t *testing.T) {
 	restore := func(id int) {
 		t.Helper()
 		s := f.Slot(id)
-		if err := sendMsg(s.Conn, procMsg{Op: opRestore, Version: ce.StateVersion, Index: idx, Watermark: oe.Watermark}); err != nil {
+		if err := sendMsg(s.Conn, procMsg{Op: opReset, ID: 1, Version: ce.StateVersion, Index: idx, Watermark: oe.Watermark}); err != nil {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -243,7 +244,7 @@ func TestReplacementWorkerProcessRestoresTheCommittedState(t *testing.T) {
 			t.Fatalf("worker %d: %v", id, err)
 		}
 		var m procMsg
-		if err := json.Unmarshal(b, &m); err != nil || m.Op != opRestored {
+		if err := json.Unmarshal(b, &m); err != nil || m.Op != opAnswer || m.Text != "" {
 			t.Fatalf("worker %d answered the restore with %s", id, b)
 		}
 		var got int64

@@ -5,10 +5,8 @@ package microbatch
 // coordinator's Welcome, and the worker's start-up up to "ready" (inputs
 // and durable storage open, the same topology and partition ownership as
 // its coordinator's), which ends the measured acquire of a replacement.
-// A worker restores its operators from a committed state version when
-// asked (procrestore.go). Running a batch's tasks in it is not built yet, so
-// Traits.ProcessWorkers stays false and `--workers process` is refused;
-// docs/workers.md says what is left.
+// What it serves after that is in procserve.go, the coordinator's side in
+// procrun.go and procbatch.go.
 
 import (
 	"context"
@@ -27,8 +25,9 @@ import (
 // its state versions against the same inputs and durable storage.
 type procConfig struct {
 	run.WorkerRun
-	Parallelism   int `json:"parallelism"`
-	ReadBatchRows int `json:"read_batch_rows"`
+	Parallelism     int   `json:"parallelism"`
+	ReadBatchRows   int   `json:"read_batch_rows"`
+	PrefetchRecords int64 `json:"prefetch_records"`
 	// Partitions are the coordinator's partitions in global order, each
 	// with its owner: a worker whose inputs split otherwise refuses to
 	// start, rather than read other offsets than the ones planned.
@@ -55,7 +54,8 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runI
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows, Partitions: partitionNames(topo)})
+	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows,
+		PrefetchRecords: opts.prefetch, Partitions: partitionNames(topo)})
 	if err != nil {
 		return nil, err
 	}
@@ -63,24 +63,34 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runI
 }
 
 // procWorker is what a worker process holds besides its operators: its
-// configuration, inputs, durable storage and topology.
+// configuration, inputs, durable storage, topology and connection.
 type procWorker struct {
 	cfg   procConfig
 	id    int
 	env   *run.Env
 	topo  *topology
 	store storage.Store
-	// w holds the operators and their state, once restored: memory that
-	// dies with this process.
-	w *worker
+	conn  *wire.Conn
+	peer  *rpcPeer
+	// ctx ends when the connection does (serve).
+	ctx context.Context
+	// w holds the operators, their state and the readers, once restored:
+	// memory that dies with this process.
+	w     *worker
+	inbox *inbox
+	up    map[int]*wire.Sender // by stage
+	// The batch attempt in flight, and the state version being written.
+	seq   int64
+	bd    *batchData
+	se    *stageEnv
+	snaps []*stageSnap
+	blobs map[string][]byte
 }
 
 // ServeWorker implements run.ProcessWorker: a microbatch worker process.
 // It opens what its configuration names and says ready (or failed, with
-// the reason), then restores its operators' key groups from a state
-// version when asked; batch tasks are not served yet, and such a request
-// is answered with an error saying so. It returns when the connection
-// closes.
+// the reason), then serves its coordinator's requests (procserve.go)
+// until the connection closes.
 func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMessage, w run.WorkerEnv) error {
 	var cfg procConfig
 	if err := json.Unmarshal(config, &cfg); err != nil {
@@ -94,28 +104,11 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 	}
 	defer pw.env.Close()
 	defer pw.drop()
+	pw.conn, pw.peer, pw.inbox, pw.up = c, newRPCPeer(c), newInbox(), map[int]*wire.Sender{}
 	if err := run.SendReady(c); err != nil {
 		return nil // the coordinator is gone already
 	}
-	for {
-		b, err := c.Control(ctx)
-		if err != nil {
-			return nil // the run is over, or the coordinator is gone
-		}
-		var m procMsg
-		var reply procMsg
-		switch err := json.Unmarshal(b, &m); {
-		case err != nil:
-			reply = procMsg{Op: opError, Text: fmt.Sprintf("microbatch worker %d: a control message that is not one: %v", w.ID, err)}
-		case m.Op == opRestore:
-			reply = pw.restore(ctx, m)
-		default:
-			reply = procMsg{Op: opError, Text: fmt.Sprintf("microbatch worker %d: %q: worker processes do not run batch tasks yet", w.ID, m.Op)}
-		}
-		if err := sendMsg(c, reply); err != nil {
-			return nil
-		}
-	}
+	return pw.serve(ctx)
 }
 
 // startWorkerSide opens a worker process's inputs and storage and builds
@@ -138,8 +131,14 @@ func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*pro
 	if err != nil {
 		return nil, err
 	}
+	if err := checkProcessTopology(topo); err != nil {
+		return nil, err
+	}
 	if names := partitionNames(topo); !slices.Equal(names, cfg.Partitions) {
 		return nil, fmt.Errorf("the inputs split into %v here, into %v at the coordinator", names, cfg.Partitions)
+	}
+	if cfg.ReadBatchRows < 1 || cfg.PrefetchRecords < 1 {
+		return nil, fmt.Errorf("read batch rows %d and prefetch records %d must be positive", cfg.ReadBatchRows, cfg.PrefetchRecords)
 	}
 	ok = true
 	return &procWorker{cfg: cfg, id: w.ID, env: env, topo: topo, store: env.PatientStore().Store()}, nil

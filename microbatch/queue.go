@@ -216,10 +216,14 @@ type partReader struct {
 
 // readerConfig is what a reader loop needs from its coordinator.
 type readerConfig struct {
-	rows    int   // rows per Next
-	limit   int64 // rows held before the reader pauses
-	faults  *fault.Injector
-	onRead  func(n int64)
+	rows   int   // rows per Next
+	limit  int64 // rows held before the reader pauses
+	faults *fault.Injector
+	onRead func(n int64)
+	// report, in a worker process, tells the coordinator of each read
+	// (global partition, records, position after them) and waits for its
+	// answer: the coordinator counts and decides the faults there.
+	report  func(g int, n, pos int64)
 	onCrash func(*fault.Crash)
 	stop    <-chan struct{} // the owning worker was killed
 }
@@ -267,7 +271,12 @@ func (pr *partReader) loop(ctx context.Context, cfg readerConfig) {
 			m = max(m, v)
 		}
 		pr.q.push(chunk{b: b, start: pos.Offset - n, handover: now, maxTS: m})
-		cfg.onRead(n)
+		if cfg.onRead != nil {
+			cfg.onRead(n)
+		}
+		if cfg.report != nil {
+			cfg.report(pr.part.global, n, pos.Offset)
+		}
 		if err := cfg.faults.Read(n); err != nil {
 			if c, ok := fault.AsCrash(err); ok {
 				cfg.onCrash(c)

@@ -46,9 +46,18 @@ func (c *coordinator) runBatch(ctx context.Context, rerun bool) (Event, error) {
 	}
 	c.mark = c.marker()
 	se.marker = c.mark
+	var seq int64
+	if c.proc != nil {
+		seq = c.proc.seq.Add(1)
+		if err := c.procBegin(ctx, seq); err != nil {
+			return nil, err
+		}
+	}
 	for si := range c.topo.stages {
 		errs := make([]error, c.par)
-		if c.par == 1 {
+		if c.proc != nil {
+			errs = c.procStage(ctx, se, si, seq)
+		} else if c.par == 1 {
 			errs[0] = c.workers[0].runStage(se, si)
 		} else {
 			var wg sync.WaitGroup
@@ -134,6 +143,9 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 // reads a version before a commit entry names it, and commits/N waits for
 // every write.
 func (c *coordinator) commitState(ctx context.Context) (Event, error) {
+	if c.proc != nil {
+		return c.procCommitState(ctx)
+	}
 	t0 := time.Now()
 	n := c.cur.Batch
 	p := &c.pending
@@ -187,7 +199,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	// state's size: the bytes written stay within about twice the changes,
 	// and a restore reads at most about twice the state. The version count
 	// is a backstop for many tiny deltas, each one more object to read.
-	full := c.lastFull < 0 || c.deltaBytes >= p.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-c.lastFull >= int64(c.opts.fullEvery)
+	full := c.fullVersion(n)
 	idx := c.idx.clone()
 	if full {
 		for id := range idx {
@@ -257,12 +269,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 			s.keepAsBase()
 		}
 	}
-	if full {
-		p.deltaBytes = 0
-	} else {
-		p.deltaBytes += deltas
-	}
-	man, err := encodeEntry(idx.toManifest(n, full, p.deltaBytes))
+	man, err := c.pendingManifest(idx, n, full, deltas)
 	if err != nil {
 		return nil, err
 	}
@@ -273,8 +280,6 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		return nil
 	}
 	serial := c.opts.hooks.serialSeal
-	p.idx, p.version, p.full, p.changedState = idx, n, full, true
-	p.written += int64(len(man))
 	fns := make([]func() error, len(writes), len(writes)+1)
 	for i, wr := range writes {
 		fns[i] = func() error {
@@ -300,6 +305,31 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		return StateCommitted{Now: now}, func() { c.steps.state = now.Sub(t0) }, nil
 	})
 	return nil, nil
+}
+
+// fullVersion says whether version n, whose state the pending snapshots
+// measured, is a full snapshot rather than deltas.
+func (c *coordinator) fullVersion(n int64) bool {
+	return c.lastFull < 0 || c.deltaBytes >= c.pending.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-c.lastFull >= int64(c.opts.fullEvery)
+}
+
+// pendingManifest makes the pending version n the new index idx (full,
+// or deltas of deltas bytes on top of the last full one) and returns its
+// manifest, encoded.
+func (c *coordinator) pendingManifest(idx stateIndex, n int64, full bool, deltas int64) ([]byte, error) {
+	p := &c.pending
+	if full {
+		p.deltaBytes = 0
+	} else {
+		p.deltaBytes += deltas
+	}
+	man, err := encodeEntry(idx.toManifest(n, full, p.deltaBytes))
+	if err != nil {
+		return nil, err
+	}
+	p.idx, p.version, p.full, p.changedState = idx, n, full, true
+	p.written += int64(len(man))
+	return man, nil
 }
 
 func runAll(fns []func() error) error {
@@ -392,6 +422,9 @@ func (c *coordinator) committedBatch(took time.Duration) {
 	c.idx, c.stateVersion = p.idx, p.version
 	for _, w := range c.workers {
 		w.changesDurable()
+	}
+	if c.proc != nil {
+		c.procDurable()
 	}
 	if p.changedState {
 		c.deltaBytes = p.deltaBytes

@@ -134,6 +134,10 @@ type worker struct {
 	takenSeq, durableSeq []uint64
 	scratch              patchScratch
 	writer               sink.Writer
+	// link, in the coordinator of worker processes, is the process this
+	// worker stands for: its operators and readers live there, and only
+	// its sink writer here.
+	link *procLink
 }
 
 func (w *worker) kill() {
@@ -179,6 +183,16 @@ func (w *worker) stopReaders() {
 // again.
 func (w *worker) teardown() {
 	w.kill()
+	w.closeReaders()
+	w.closeOps()
+	if w.writer != nil {
+		_ = w.writer.Close() // unflushed rows are lost, as a dead worker's are
+		w.writer = nil
+	}
+}
+
+// closeReaders stops the readers, waits for them and drops what they hold.
+func (w *worker) closeReaders() {
 	if w.cancel != nil {
 		w.cancel()
 	}
@@ -190,11 +204,7 @@ func (w *worker) teardown() {
 		r.q.close()
 	}
 	w.readers = nil
-	w.closeOps()
-	if w.writer != nil {
-		_ = w.writer.Close() // unflushed rows are lost, as a dead worker's are
-		w.writer = nil
-	}
+	w.started = false
 }
 
 func (w *worker) closeOps() {
@@ -296,6 +306,9 @@ type stageEnv struct {
 	midRunDone []bool
 	// onCrash carries out a worker crash decided by the injector.
 	onCrash func(*fault.Crash)
+	// askPoint, in a worker process, passes a crash point by asking the
+	// coordinator (which SIGKILLs the process if a fault fires for it).
+	askPoint func(name string, worker int) error
 	// beforeSourceWait is testHooks.beforeSourceWait.
 	beforeSourceWait func(worker int, stop <-chan struct{})
 	// trace records the batches (traced runs); rerun says the batch runs
@@ -449,7 +462,11 @@ func (w *worker) midRun(se *stageEnv) error {
 		return nil
 	}
 	se.midRunDone[w.id] = true
-	if err := se.faults.Point(PointMidRun, w.id); err != nil {
+	point := se.faults.Point
+	if se.askPoint != nil {
+		point = se.askPoint
+	}
+	if err := point(PointMidRun, w.id); err != nil {
 		if c, ok := fault.AsCrash(err); ok {
 			se.onCrash(c)
 			if c.Worker != w.id {

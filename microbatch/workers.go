@@ -40,6 +40,20 @@ func (c *coordinator) newWorker(ctx context.Context, id int, ls loadedState, kee
 		}
 		return nil, err
 	}
+	if c.proc != nil {
+		// The operators and readers are the process's: it restores them
+		// from the committed state version itself.
+		wr, err := c.env.Sink.Writer(id, c.attempt)
+		c.attempt++
+		if err != nil {
+			return fail(err)
+		}
+		w.writer = wr
+		if err := c.bindWorker(ctx, w, keep == nil); err != nil {
+			return fail(err)
+		}
+		return w, nil
+	}
 	spec := opsSpec{topo: c.topo, par: c.par, alloc: c.alloc, version: c.stateVersion, eventTime: c.env.Job.UsesEventTime,
 		wm: c.wm, changes: c.usesChanges}
 	if err := w.restoreOps(spec, ls); err != nil {
@@ -173,6 +187,10 @@ func (c *coordinator) startReaders(ctx context.Context, w *worker) {
 	if w.started {
 		return
 	}
+	if c.proc != nil {
+		c.procStartReaders(ctx, w)
+		return
+	}
 	w.started = true
 	cfg := readerConfig{
 		rows: c.opts.readRows, limit: c.opts.prefetch, faults: c.faults, onRead: c.met.read,
@@ -188,6 +206,10 @@ func (c *coordinator) startReaders(ctx context.Context, w *worker) {
 func (c *coordinator) killWorker(cr *fault.Crash) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.proc != nil && cr.Worker >= 0 && cr.Worker < c.par {
+		// A real kill: the process dies whatever the coordinator holds.
+		defer c.procKill(cr.Worker)
+	}
 	if cr.Worker < 0 || cr.Worker >= len(c.workers) || c.workers[cr.Worker] == nil {
 		// The coordinator is down: the worker is gone already. The fault
 		// still counts, and the coordinator's recovery covers it.
@@ -272,7 +294,22 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	c.opts.hooks.midRepair("scan", c.killFor)
 	dead, scanned := c.deadNow()
 	hw := c.takeDeaths(dead)
-	waited, start := c.replacement(ctx, noticed, scanned)
+	if err := c.procFatal.Load(); err != nil {
+		return nil, *err
+	}
+	var waited *report.Crash
+	var start time.Time
+	if c.proc != nil && scanned > 0 {
+		c.recMu.Lock()
+		first := c.pendingRecoveries[0]
+		c.recMu.Unlock()
+		var err error
+		if waited, start, err = c.replaceProcs(ctx, first, dead); err != nil {
+			return nil, err
+		}
+	} else {
+		waited, start = c.replacement(ctx, noticed, scanned)
+	}
 	read := c.counted.Read()
 	var need []int
 	for _, w := range c.workers {
@@ -365,6 +402,9 @@ func (c *coordinator) replaceWorkers(ctx context.Context, ids []int) error {
 		for kg := rg.Start; kg < rg.End; kg++ {
 			needKG[kg] = true
 		}
+	}
+	if c.proc != nil {
+		needKG = nil // each worker process loads its own
 	}
 	ls, err := loadState(ctx, c.store, c.prefix, c.idx, func(_ string, kg int) bool { return needKG[kg] }, c.alloc)
 	if err != nil {

@@ -35,8 +35,8 @@ func TestWorkerFlagsAreValidatedAndRefused(t *testing.T) {
 		{[]string{"bench", "--heartbeat-timeout", "1s"}, "invalid --heartbeat-timeout: it does nothing with --workers inproc"},
 		{[]string{"bench", "--workers", "process", "--heartbeat-interval", "1s", "--heartbeat-timeout", "1s"}, "must be longer than --heartbeat-interval"},
 		{[]string{"bench", "--workers", "threads"}, `invalid --workers "threads"`},
-		{[]string{"bench", "--workers", "process", "--executors", "diskphase,microbatch"}, "contestant microbatch runs its workers inside this process only"},
-		{[]string{"trace", "--executor", "microbatch", "--workers", "process"}, "invalid --workers process: executor microbatch runs its workers inside this process only"},
+		{[]string{"run", "--executor", "microbatch", "--workers", "process", "--lost-piece-recovery", "lineage"}, "--lost-piece-recovery lineage: with --workers process microbatch recovers by rerun-batch only"},
+		{[]string{"trace", "--executor", "microbatch", "--workers", "process"}, "invalid --workers process: microbatch's diagram would miss what runs inside its worker processes"},
 		{[]string{"trace", "--executor", "recordwise", "--workers", "process"}, "invalid --workers process: recordwise's diagram would miss what runs inside its worker processes"},
 		{[]string{"trace", "--teach", "list", "--workers", "process"}, "invalid --workers process with --teach: a lesson's mistake runs inside the workers"},
 		{[]string{"trace", "--heartbeat-interval", "10ms"}, "invalid --heartbeat-interval: it does nothing with --workers inproc"},
@@ -78,7 +78,7 @@ func TestBenchWithWorkerProcessesMeasuresTheBill(t *testing.T) {
 	if !p.state.Success() {
 		t.Fatalf("exit %s; stderr:\n%s\nstdout:\n%s", p.state, logs, p.stdout.String())
 	}
-	if !strings.Contains(logs, "bench: --workers process: left out ") || !strings.Contains(logs, "microbatch") {
+	if !strings.Contains(logs, "bench: --workers process: left out ") || !strings.Contains(logs, "recordwise") {
 		t.Errorf("no note of the contestants left out:\n%s", logs)
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "res", "results.json"))

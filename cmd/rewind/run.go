@@ -133,7 +133,8 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.acquireDelay, "acquire-delay", 0, "modelled time to obtain a replacement worker once one is declared dead (0 = none)")
 	fl.Int64Var(&f.jobRecords, "job-records", 0, "diskphase: input records per finite job (0 = the whole bounded input)")
 	fl.DurationVar(&f.jobInterval, "job-interval", 0, "diskphase: input time range per finite job (0 = unset)")
-	fl.StringVar(&f.lostPieceRecovery, "lost-piece-recovery", "lineage", "microbatch and diskphase: how a lost stateless piece is recovered: lineage (rebuild only the lost pieces from their recorded derivation), rerun-batch (re-run the whole batch or unit)")
+	// No default value: microbatch's default depends on --workers.
+	fl.StringVar(&f.lostPieceRecovery, "lost-piece-recovery", "", "microbatch and diskphase: how a lost stateless piece is recovered: lineage (rebuild only the lost pieces from their recorded derivation; the default), rerun-batch (re-run the whole batch or unit; microbatch's only one, and its default, with --workers process)")
 	fl.DurationVar(&f.window, "window", time.Second, "windowed-sum: tumbling window size")
 	fl.DurationVar(&f.joinWindow, "join-window", 10*time.Second, "join: max |orders.ts - payments.ts|")
 	fl.DurationVar(&f.disorder, "max-disorder", 0, "how far event time may go backwards within a partition")
@@ -195,7 +196,7 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.storageTimeout <= 0 {
 		return cfg, nil, usagef("invalid --storage-timeout %s: must be positive", f.storageTimeout)
 	}
-	if f.lostPieceRecovery != "lineage" && f.lostPieceRecovery != "rerun-batch" {
+	if f.lostPieceRecovery != "" && f.lostPieceRecovery != "lineage" && f.lostPieceRecovery != "rerun-batch" {
 		return cfg, nil, usagef("invalid --lost-piece-recovery %q: allowed are lineage, rerun-batch", f.lostPieceRecovery)
 	}
 	if f.summary != "text" && f.summary != "json" {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,25 +94,7 @@ func TestRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 	p := startCLI(t, dir, "run", "--executor", "diskphase", "--workers", "process", "--job", "keyed-count",
 		"--input", spec, "--job-records", "20000", "--sink-mode", "transactional", "--output", "out", "--storage", "data",
 		"--fail", "worker=1,after-records=25000", "--summary", "json", "--progress", "none", "-v")
-	p.wait(t, 2*time.Minute)
-	if !p.state.Success() {
-		t.Fatalf("exit %s; stderr:\n%s", p.state, p.stderr)
-	}
-	checkOneMeasuredKill(t, p)
-	logs := p.stderr.String()
-	if !strings.Contains(logs, "sent SIGKILL") || !strings.Contains(logs, "exited: killed by SIGKILL") {
-		t.Fatalf("no worker process was SIGKILLed:\n%s", logs)
-	}
-	started := workerStarted.FindAllStringSubmatch(logs, -1)
-	if len(started) != 3 { // two, and worker 1's replacement
-		t.Fatalf("%d worker processes started, want 3:\n%s", len(started), logs)
-	}
-	for _, m := range started {
-		pid, _ := strconv.Atoi(m[3])
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			t.Errorf("worker %s (pid %d) outlived its run", m[1], pid)
-		}
-	}
+	checkOneSIGKILLedRun(t, p)
 	checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
 }
 
