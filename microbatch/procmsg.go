@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
@@ -62,6 +63,10 @@ type procMsg struct {
 	Watermark int64      `json:"watermark,omitempty"`
 	Reopen    bool       `json:"reopen,omitempty"`
 	Ends      []int64    `json:"ends,omitempty"`
+	// Pace is each paced partition's schedule (by global partition), as
+	// the coordinator fixed it: the reopened readers follow it, so a
+	// replacement finds its backlog due.
+	Pace map[int]source.Schedule `json:"pace,omitempty"`
 	// Rows (answer to reset): rows of state per stateful stage, in this
 	// worker's key groups.
 	Rows map[string]int64 `json:"rows,omitempty"`

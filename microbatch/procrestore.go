@@ -6,6 +6,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
+	"github.com/rewind-engine/rewind/dataflow/source"
 )
 
 // reset rebuilds this worker's operators from state version m.Version in
@@ -42,6 +43,12 @@ func (pw *procWorker) reset(ctx context.Context, m procMsg) (procMsg, error) {
 		return fail(err)
 	}
 	if m.Reopen {
+		for g, sc := range m.Pace {
+			if g >= 0 && g < len(pw.topo.parts) {
+				p := pw.topo.parts[g]
+				source.FollowSchedule(p.src, p.index, sc)
+			}
+		}
 		if err := pw.reopen(ctx, m.Ends); err != nil {
 			return procMsg{}, fmt.Errorf("microbatch worker %d: %w", pw.id, err)
 		}

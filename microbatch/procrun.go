@@ -21,6 +21,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
@@ -324,12 +325,35 @@ func (c *coordinator) bindWorker(ctx context.Context, w *worker, reopen bool) er
 			}
 		}
 	}
-	_, err := l.peer.call(ctx, procMsg{Op: opReset, Version: c.stateVersion, Index: c.idx, Watermark: c.wm, Reopen: reopen, Ends: c.ends})
+	m := procMsg{Op: opReset, Version: c.stateVersion, Index: c.idx, Watermark: c.wm, Reopen: reopen, Ends: c.ends}
+	if reopen {
+		m.Pace = c.schedules(w.id)
+	}
+	_, err := l.peer.call(ctx, m)
 	if l.broken() {
 		l.lost(w)
 		return nil
 	}
 	return err
+}
+
+// schedules are the paced partitions' schedules of worker's readers,
+// fixed here where a simulated worker's reader would open them
+// (source.FixSchedule): every process reads on this one.
+func (c *coordinator) schedules(worker int) map[int]source.Schedule {
+	var out map[int]source.Schedule
+	for _, p := range c.topo.parts {
+		if p.owner != worker {
+			continue
+		}
+		if sc, ok := source.FixSchedule(p.src, p.index, source.Position{Partition: p.name, Offset: c.ends[p.global]}); ok {
+			if out == nil {
+				out = map[int]source.Schedule{}
+			}
+			out[p.global] = sc
+		}
+	}
+	return out
 }
 
 // procStartReaders starts the readers of worker w's process, which its
