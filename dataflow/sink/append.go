@@ -27,12 +27,14 @@ type appendSink struct {
 	roll    RollPolicy
 	writers map[*appendWriter]struct{} // open writers, for the age check
 	ticking bool
+	// rolling admits one background roll at a time (appendroll.go).
+	rolling chan struct{}
 
 	aj appendJournal
 }
 
 func newAppendSink(b *base) *appendSink {
-	return &appendSink{base: b, nextSeq: map[[2]int]int{}, writers: map[*appendWriter]struct{}{}}
+	return &appendSink{base: b, nextSeq: map[[2]int]int{}, writers: map[*appendWriter]struct{}{}, rolling: make(chan struct{}, 1)}
 }
 
 func (s *appendSink) Mode() Mode { return Append }
