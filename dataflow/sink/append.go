@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,9 @@ type appendSink struct {
 	ticking bool
 	// rolling admits one background roll at a time (appendroll.go).
 	rolling chan struct{}
+	// inProgressDurable: this process synced the output directory after
+	// InProgressDir was there (createInProgress).
+	inProgressDurable atomic.Bool
 
 	aj appendJournal
 }

@@ -85,10 +85,11 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 		if _, err := os.Lstat(filepath.Join(w.sink.dir, name)); err == nil && tries < 1_000_000 {
 			continue // an earlier process published it
 		}
-		ip, ok, err := createInProgress(w.sink.dir, name)
+		ip, ok, err := createInProgress(w.sink.dir, name, w.s.inProgressDurable.Load())
 		if err != nil {
 			return err
 		}
+		w.s.inProgressDurable.Store(true)
 		if ok {
 			w.cur = ip
 		} else if tries > 1_000_000 {
@@ -319,7 +320,9 @@ func (s *appendSink) Finish() error {
 		return err
 	}
 	// Gone once empty; a file still in it is one a resume needs.
-	_ = os.Remove(filepath.Join(s.dir, InProgressDir))
+	if os.Remove(filepath.Join(s.dir, InProgressDir)) == nil {
+		s.inProgressDurable.Store(false) // a new one is a new entry
+	}
 	return nil
 }
 
