@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // A run is one immutable file of the idempotent store: a header (magic,
@@ -72,7 +74,9 @@ func createRun(dir, id string, num int64, rowLen int) (*runWriter, error) {
 	}
 	w := &runWriter{dir: dir, tmp: f.Name(), f: f, rowLen: rowLen, meta: runMeta{num: num}}
 	w.h = crc32.New(castagnoli)
-	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.h), 1<<20)
+	// Written behind (storage.WriteBehind), as a roll is: a merged run
+	// is many MiB, and its fsync in one burst stalled the log's.
+	w.bw = bufio.NewWriterSize(io.MultiWriter(storage.NewWriteBehind(f), w.h), 1<<20)
 	h := make([]byte, idemRunHeaderLen)
 	copy(h, idemRunMagic)
 	copy(h[8:], id)
