@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // tmpPrefix starts the name of every file still being written. The leading
@@ -26,9 +24,7 @@ func isVisible(name string) bool {
 
 // writeTemp writes a new hidden file in dir through fill, then flushes and
 // fsyncs it, so that once it is renamed or linked into place its content is
-// already durable. A large file (a roll's) goes to the device as it is
-// written (storage.WriteBehind), so its fsync is not one burst that the
-// flushes on the same disk wait behind. It returns the file's path and size; on error nothing is
+// already durable. It returns the file's path and size; on error nothing is
 // left behind. base only makes the temporary name readable.
 // writeBufs pools the 1 MiB write buffers: a sink writes a file per flush,
 // and allocating a fresh buffer each time was most of the garbage (and so of
@@ -48,7 +44,7 @@ func writeTemp(dir, base string, fill func(io.Writer) error) (path string, size 
 		}
 	}()
 	bw := writeBufs.Get().(*bufio.Writer)
-	bw.Reset(storage.NewWriteBehind(f))
+	bw.Reset(f)
 	defer func() {
 		bw.Reset(nil) // drop the file reference before pooling
 		writeBufs.Put(bw)

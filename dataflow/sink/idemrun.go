@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // A run is one immutable file of the idempotent store: a header (magic,
@@ -74,9 +72,7 @@ func createRun(dir, id string, num int64, rowLen int) (*runWriter, error) {
 	}
 	w := &runWriter{dir: dir, tmp: f.Name(), f: f, rowLen: rowLen, meta: runMeta{num: num}}
 	w.h = crc32.New(castagnoli)
-	// Written behind (storage.WriteBehind), as a roll is: a merged run
-	// is many MiB, and its fsync in one burst stalled the log's.
-	w.bw = bufio.NewWriterSize(io.MultiWriter(storage.NewWriteBehind(f), w.h), 1<<20)
+	w.bw = bufio.NewWriterSize(io.MultiWriter(f, w.h), 1<<20)
 	h := make([]byte, idemRunHeaderLen)
 	copy(h, idemRunMagic)
 	copy(h[8:], id)
