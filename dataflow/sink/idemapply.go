@@ -1,8 +1,12 @@
 package sink
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,13 +18,11 @@ import (
 var idemPendingBytes = 64 << 20
 
 // applyEvery spaces the applier's runs: each costs three fsyncs (run,
-// manifest, directory) and adds a run the merger must combine, and rows
-// folded for longer hold each changed key once (idemfold.go), so they
-// make fewer runs with fewer rows to sort, write and merge again (their
-// lag costs no flush anything: the rows are durable in the log). A
-// backlog of a quarter of the budget, a drain (Finish) or a full budget
-// starts one at once.
-var applyEvery = time.Second
+// manifest, directory) and adds a run the merger must combine, so rows
+// gathered for longer make fewer, larger runs (their lag costs no flush
+// anything). A backlog of a quarter of the budget, a drain (Finish) or a
+// full budget starts one at once.
+var applyEvery = 100 * time.Millisecond
 
 // applyHook, when set (tests only), runs as the applier starts a
 // transaction, with the number of frames it holds.
@@ -33,7 +35,7 @@ type applier struct {
 	cond    *sync.Cond
 	pending []logChunk
 	bytes   int
-	busy    bool  // frames are folded and not yet written, or being written
+	busy    bool  // a transaction is being written
 	applied int64 // the last frame durable in the store
 	err     error // the store failed: every later flush fails
 
@@ -128,75 +130,52 @@ func (a *applier) halt() {
 func (s *idempotentSink) runApplier() {
 	a := &s.ap
 	defer close(a.done)
-	f := s.newFold()
 	last := time.Now()
 	for {
-		// Folded rows wait for applyEvery, a backlog (urgent) or a drain;
-		// every frame that arrives meanwhile is folded at once.
-		var due <-chan time.Time
-		var t *time.Timer
-		if !f.empty() {
-			t = time.NewTimer(max(applyEvery-time.Since(last), 0))
-			due = t.C
-		}
-		now := false
 		select {
 		case <-a.kick:
-		case <-a.urgent:
-			now = true
-		case <-due:
-			now = true
 		case <-a.stop:
-			if t != nil {
-				t.Stop()
-			}
 			return
 		}
-		if t != nil {
+		if d := applyEvery - time.Since(last); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-a.urgent:
+			case <-a.stop:
+				t.Stop()
+				return
+			}
 			t.Stop()
 		}
 		a.mu.Lock()
-		// A run holds at most a quarter of the budget, so the fold's map
-		// stays bounded however far the applier fell behind.
-		n, size := 0, f.bytes
-		for n < len(a.pending) && (size == 0 || size+len(a.pending[n].rows) <= idemPendingBytes/4) {
-			size += len(a.pending[n].rows)
-			n++
-		}
-		batch := a.pending[:n:n]
-		a.pending = a.pending[n:]
-		more := len(a.pending) > 0
-		a.busy = a.busy || n > 0
+		batch := a.pending
+		a.pending = nil
+		a.busy = len(batch) > 0
 		a.mu.Unlock()
-		for _, c := range batch {
-			f.add(c)
-		}
-		if f.empty() || !now && !more && f.bytes < idemPendingBytes/4 && time.Since(last) < applyEvery {
+		if len(batch) == 0 {
 			continue
 		}
 		last = time.Now()
-		seq := f.lastSeq()
-		err := s.writeFold(f)
+		err := s.applyChunks(batch)
 		if err == nil {
-			err = s.dropOldLog(seq)
+			err = s.dropOldLog(batch[len(batch)-1].seq)
 		}
 		a.mu.Lock()
-		a.bytes -= f.bytes
 		a.busy = false
+		for _, c := range batch {
+			a.bytes -= len(c.rows)
+		}
 		if err != nil && a.err == nil {
 			a.err = err
 		}
 		if err == nil {
-			a.applied = seq
+			a.applied = batch[len(batch)-1].seq
 		}
 		a.cond.Broadcast()
 		a.mu.Unlock()
-		f.reset()
 		if err != nil {
 			return
-		}
-		if more {
-			signal(a.kick) // the rest of the backlog
 		}
 	}
 }
@@ -218,29 +197,82 @@ func (s *idempotentSink) dropOldLog(applied int64) error {
 	return nil
 }
 
-// applyChunks writes the rows of frames (in log order) as one new run
-// (writeFold).
+// applyChunks writes the rows of frames (in log order) as one new run,
+// durable with the manifest that names it and the last frame's number: a
+// crash leaves all or none applied. Rows are sorted by key, and of the rows
+// of one key only the winner is written: the greatest version, and among
+// equal versions the last in log order (a replay writes the same row
+// again), as writing them one after another would leave. Rows of older
+// runs are compared when runs are merged or read.
 func (s *idempotentSink) applyChunks(chunks []logChunk) error {
-	f := s.newFold()
-	for _, c := range chunks {
-		f.add(c)
-	}
-	return s.writeFold(f)
-}
-
-func (s *idempotentSink) newFold() *fold {
-	return newFold(s.st.keyLen, s.st.rowLen, s.st.verOff)
-}
-
-// writeFold writes the rows f folded as one new run, durable with the
-// manifest that names it and the last frame's number: a crash leaves all
-// or none applied. Of the rows of one key only the winner is written
-// (fold); rows of older runs are compared when runs are merged or read.
-func (s *idempotentSink) writeFold(f *fold) error {
 	if applyHook != nil {
-		applyHook(len(f.frames))
+		applyHook(len(chunks))
 	}
-	return s.storeErr(s.st.add(f.each, f.lastSeq()))
+	sh := s.shape
+	keyLen := 8 * len(sh.keyIdx)
+	colBytes := 8 * len(sh.cols)
+	rowLen := keyLen + colBytes + rowSumLen
+	// An entry is the key's first 16 bytes as two integers (most keys are
+	// one or two columns; longer ones compare their rest as bytes) and the
+	// row's place: frame in the high 24 bits, row in the low 40, so
+	// ordering by place is log order.
+	type entry struct{ k0, k1, at uint64 }
+	n := 0
+	for _, c := range chunks {
+		n += len(c.rows) / rowLen
+	}
+	idx := make([]entry, 0, n)
+	for ci, c := range chunks {
+		for r := range len(c.rows) / rowLen {
+			e := entry{k0: binary.BigEndian.Uint64(c.rows[r*rowLen:]), at: uint64(ci)<<40 | uint64(r)}
+			if keyLen > 8 {
+				e.k1 = binary.BigEndian.Uint64(c.rows[r*rowLen+8:])
+			}
+			idx = append(idx, e)
+		}
+	}
+	row := func(at uint64) []byte {
+		o := int(at&(1<<40-1)) * rowLen
+		return chunks[at>>40].rows[o : o+rowLen : o+rowLen]
+	}
+	sameKey := func(a, b entry) bool {
+		return a.k0 == b.k0 && a.k1 == b.k1 && (keyLen <= 16 || bytes.Equal(row(a.at)[16:keyLen], row(b.at)[16:keyLen]))
+	}
+	slices.SortFunc(idx, func(a, b entry) int {
+		if a.k0 != b.k0 {
+			return cmp.Compare(a.k0, b.k0)
+		}
+		if a.k1 != b.k1 {
+			return cmp.Compare(a.k1, b.k1)
+		}
+		if keyLen > 16 {
+			if c := bytes.Compare(row(a.at)[16:keyLen], row(b.at)[16:keyLen]); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(a.at, b.at)
+	})
+	vo := 8 * sh.verIdx
+	ver := func(v []byte) int64 { return int64(binary.BigEndian.Uint64(v[vo:])) }
+	lastSeq := chunks[len(chunks)-1].seq
+	err := s.st.add(func(emit func([]byte) error) error {
+		for i := 0; i < len(idx); {
+			best := row(idx[i].at)
+			j := i + 1
+			for ; j < len(idx) && sameKey(idx[j], idx[i]); j++ {
+				r := row(idx[j].at)
+				if ver(r[keyLen:]) >= ver(best[keyLen:]) {
+					best = r
+				}
+			}
+			i = j
+			if err := emit(best); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, lastSeq)
+	return s.storeErr(err)
 }
 
 // replayLog applies what the log holds beyond the store's last frame,
