@@ -89,8 +89,8 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 		if err != nil {
 			return err
 		}
-		w.s.inProgressDurable.Store(true)
 		if ok {
+			w.s.inProgressDurable.Store(true)
 			w.cur = ip
 		} else if tries > 1_000_000 {
 			return fmt.Errorf("no free in-progress name for subtask %d attempt %d", w.subtask, w.attempt)
