@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,12 +28,17 @@ type appendSink struct {
 	roll    RollPolicy
 	writers map[*appendWriter]struct{} // open writers, for the age check
 	ticking bool
+	// rolling admits one background roll at a time (appendroll.go).
+	rolling chan struct{}
+	// inProgressDurable: this process synced the output directory after
+	// InProgressDir was there (createInProgress).
+	inProgressDurable atomic.Bool
 
 	aj appendJournal
 }
 
 func newAppendSink(b *base) *appendSink {
-	return &appendSink{base: b, nextSeq: map[[2]int]int{}, writers: map[*appendWriter]struct{}{}}
+	return &appendSink{base: b, nextSeq: map[[2]int]int{}, writers: map[*appendWriter]struct{}{}, rolling: make(chan struct{}, 1)}
 }
 
 func (s *appendSink) Mode() Mode { return Append }

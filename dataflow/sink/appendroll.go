@@ -85,11 +85,12 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 		if _, err := os.Lstat(filepath.Join(w.sink.dir, name)); err == nil && tries < 1_000_000 {
 			continue // an earlier process published it
 		}
-		ip, ok, err := createInProgress(w.sink.dir, name)
+		ip, ok, err := createInProgress(w.sink.dir, name, w.s.inProgressDurable.Load())
 		if err != nil {
 			return err
 		}
 		if ok {
+			w.s.inProgressDurable.Store(true)
 			w.cur = ip
 		} else if tries > 1_000_000 {
 			return fmt.Errorf("no free in-progress name for subtask %d attempt %d", w.subtask, w.attempt)
@@ -150,7 +151,7 @@ func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
 		}
 		defer file.Close()
 		h := crc32.New(castagnoli)
-		used, _, err := eachSegment(io.TeeReader(io.LimitReader(file, ip.bytes), h), ip.bytes, len(w.sink.shape.cols), write)
+		used, _, err := eachSegment(io.TeeReader(io.LimitReader(file, ip.bytes), h), ip.bytes, len(w.sink.shape.cols), yieldEach(write))
 		switch {
 		case err != nil:
 			return err
@@ -168,6 +169,17 @@ func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
 	return f, nil
 }
 
+// yieldEach is each, giving other goroutines the processor after every
+// call: a background job's long loop otherwise keeps a P until the
+// scheduler preempts it, up to 10 ms later.
+func yieldEach(each chunkFunc) chunkFunc {
+	return func(c [][]int64) error {
+		err := each(c)
+		runtime.Gosched()
+		return err
+	}
+}
+
 // rolled notes the visible file f a roll of ip made. w.mu held.
 func (w *appendWriter) rolled(ip *inProgress, f appendFile) {
 	w.files = append(w.files, f)
@@ -180,7 +192,15 @@ func (w *appendWriter) rolled(ip *inProgress, f appendFile) {
 // visible already (the tail), so the flush that found it due need not
 // wait while they are written again, and the next flush opens a new file.
 // One background roll per writer at a time: while one runs, the open file
-// keeps growing and rolls after it. w.mu held.
+// keeps growing and rolls after it.
+//
+// A roll is CPU work (decoding the tail, encoding the data file: about
+// 200 ms for 32 MiB), and the writers of a sink fill their files at the
+// same rate, so they fall due together. The sink admits one background
+// roll at a time, and a roll yields the processor after every segment
+// (yieldEach): on two cores, two rolls at once took both, and the batch or
+// flush that became runnable meanwhile waited for the scheduler to preempt
+// one (up to 10 ms), which the latency's tail showed. w.mu held.
 func (w *appendWriter) sealLocked() {
 	if w.cur == nil || w.sealed != nil {
 		return
@@ -189,6 +209,8 @@ func (w *appendWriter) sealLocked() {
 	w.cur, w.sealed, w.sealDone = nil, ip, done
 	go func() {
 		defer close(done)
+		w.s.rolling <- struct{}{}
+		defer func() { <-w.s.rolling }()
 		_ = ip.f.Close()
 		f, err := w.rewrite(ip)
 		w.mu.Lock()
@@ -298,7 +320,9 @@ func (s *appendSink) Finish() error {
 		return err
 	}
 	// Gone once empty; a file still in it is one a resume needs.
-	_ = os.Remove(filepath.Join(s.dir, InProgressDir))
+	if os.Remove(filepath.Join(s.dir, InProgressDir)) == nil {
+		s.inProgressDurable.Store(false) // a new one is a new entry
+	}
 	return nil
 }
 

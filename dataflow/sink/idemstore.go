@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -358,7 +359,12 @@ func (st *runStore) mergeOnce(stop <-chan struct{}) (bool, error) {
 	}
 	n := 0
 	err = st.mergeInto(runs, 256<<10, func(row []byte) error {
-		if n++; n%(1<<16) == 0 {
+		// A merge is background work: it yields the processor now and
+		// then, as a roll does (yieldEach).
+		if n++; n%(1<<12) == 0 {
+			runtime.Gosched()
+		}
+		if n%(1<<16) == 0 {
 			select {
 			case <-stop:
 				return errMergeStopped

@@ -146,8 +146,11 @@ type inProgress struct {
 }
 
 // createInProgress creates dir/_inprogress/<visible> exclusively and makes
-// its name durable. ok is false when the name is taken.
-func createInProgress(dir, visible string) (ip *inProgress, ok bool, err error) {
+// its name durable. ok is false when the name is taken. parentDurable says
+// that this process already synced dir since InProgressDir existed, so
+// the directory's own entry needs no second fsync: a new in-progress file
+// is opened by the flush after a roll, on the latency path.
+func createInProgress(dir, visible string, parentDurable bool) (ip *inProgress, ok bool, err error) {
 	idir := filepath.Join(dir, InProgressDir)
 	if err := os.MkdirAll(idir, 0o755); err != nil {
 		return nil, false, fmt.Errorf("creating %s: %w", idir, err)
@@ -165,9 +168,11 @@ func createInProgress(dir, visible string) (ip *inProgress, ok bool, err error) 
 		_ = f.Close()
 		return nil, false, err
 	}
-	if err := syncDir(dir); err != nil {
-		_ = f.Close()
-		return nil, false, err
+	if !parentDurable {
+		if err := syncDir(dir); err != nil {
+			_ = f.Close()
+			return nil, false, err
+		}
 	}
 	return &inProgress{name: name, f: f, epoch: -1}, true, nil
 }
