@@ -28,7 +28,7 @@ var scheduleFlags = runtest.NewScheduleFlags("dp", 200)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(testWorkerEnv) == "1" {
-		os.Exit(serveTestWorker()) // this binary, started as a worker process
+		os.Exit(runtest.WorkerMain(Executor{})) // this binary, started as a worker process
 	}
 	runtest.Main(m)
 	// runtest.Main exits; an orphan check of the whole package is in

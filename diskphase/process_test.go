@@ -1,19 +1,13 @@
 package diskphase
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -21,49 +15,14 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/testseed"
-	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
 // testWorkerEnv makes this test binary serve as a worker process.
 const testWorkerEnv = "REWIND_DISKPHASE_TEST_WORKER"
 
-// testWorkerCommand starts this test binary as `rewind worker` would run:
-// it joins the coordinator at addr as worker id, with the token in the
-// environment.
-func testWorkerCommand() *run.WorkerCommand {
-	return &run.WorkerCommand{Binary: os.Args[0], Env: []string{testWorkerEnv + "=1"},
-		Args: func(addr string, id int) []string { return []string{addr, strconv.Itoa(id)} }}
-}
-
-// serveTestWorker is the worker process's main. Its allocator is checked:
-// a worker that ends with Arrow memory outstanding exits 3, which the run's
-// coordinator keeps (run.Fleet.Ended) and checkNoOrphans refuses.
-func serveTestWorker() int {
-	addr, id := os.Args[1], os.Args[2]
-	n, err := strconv.Atoi(id)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker id:", err)
-		return 2
-	}
-	ctx := context.Background()
-	c, wel, err := run.JoinCoordinator(ctx, addr, n, wire.Options{HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	err = Executor{}.ServeWorker(ctx, c, wel.Config, run.WorkerEnv{ID: n, Alloc: alloc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	_ = c.Close()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if left := alloc.CurrentAlloc(); left != 0 {
-		fmt.Fprintf(os.Stderr, "worker %d: %d bytes of Arrow memory outstanding at exit\n", n, left)
-		return 3
-	}
-	return 0
-}
+// testWorkerCommand starts this test binary as `rewind worker` would run
+// (runtest.WorkerCommand); its main is runtest.WorkerMain.
+func testWorkerCommand() *run.WorkerCommand { return runtest.WorkerCommand(testWorkerEnv) }
 
 // checkNoOrphans: every worker process the run started is gone, and none
 // ended by itself with an error (a worker's leak check among them).

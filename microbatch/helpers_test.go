@@ -29,7 +29,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(testWorkerEnv) == "1" {
-		os.Exit(serveTestWorker()) // this binary, started as a worker process
+		os.Exit(runtest.WorkerMain(Executor{})) // this binary, started as a worker process
 	}
 	runtest.Main(m)
 }

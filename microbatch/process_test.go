@@ -3,11 +3,9 @@ package microbatch
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,45 +15,13 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/runtest"
-	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
 // testWorkerEnv makes this test binary serve as a microbatch worker
 // process (TestMain).
 const testWorkerEnv = "REWIND_MICROBATCH_TEST_WORKER"
 
-func testWorkerCommand() *run.WorkerCommand {
-	return &run.WorkerCommand{Binary: os.Args[0], Env: []string{testWorkerEnv + "=1"},
-		Args: func(addr string, id int) []string { return []string{addr, strconv.Itoa(id)} }}
-}
-
-// serveTestWorker is the worker process's main; its allocator is checked
-// (a leak exits 3, which the fleet's Ended shows as an error).
-func serveTestWorker() int {
-	id, err := strconv.Atoi(os.Args[2])
-	if err != nil {
-		return 2
-	}
-	ctx := context.Background()
-	// Batches received on the data channels are allocated here too.
-	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{Alloc: alloc, HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	err = Executor{}.ServeWorker(ctx, c, wel.Config, run.WorkerEnv{ID: id, Alloc: alloc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	_ = c.Close()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if left := alloc.CurrentAlloc(); left != 0 {
-		fmt.Fprintf(os.Stderr, "worker %d: %d bytes of Arrow memory outstanding at exit\n", id, left)
-		return 3
-	}
-	return 0
-}
+func testWorkerCommand() *run.WorkerCommand { return runtest.WorkerCommand(testWorkerEnv) }
 
 // preparedEnv is a prepared run of sc, closed (and its allocator checked)
 // when the test ends.

@@ -41,12 +41,13 @@ func WorkerMain(pw run.ProcessWorker) int {
 		return 2
 	}
 	ctx := context.Background()
-	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
+	// Batches received on the data channels are allocated here too.
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	c, wel, err := run.JoinCoordinator(ctx, os.Args[1], id, wire.Options{Alloc: alloc, HeartbeatInterval: 100 * time.Millisecond, Log: func(string, ...any) {}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	err = pw.ServeWorker(ctx, c, wel.Config, run.WorkerEnv{ID: id, Alloc: alloc, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	_ = c.Close()
 	if err != nil {
