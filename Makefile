@@ -21,7 +21,7 @@ demo:
 ## parallelism 1 and 2 against one thread, every job (rewind-bench/cost/), then the latency table
 ## of docs/benchmarks.md (about a minute: six rewind runs, rewind-bench/latency/)
 bench:
-	$(GO) run ./cmd/rewind bench --repeat 3 --out rewind-bench
+	$(GO) run ./cmd/rewind bench --workers process --repeat 3 --out rewind-bench
 	$(GO) run ./cmd/rewind bench cost --out rewind-bench/cost
 	$(GO) run ./cmd/rewind bench latency --out rewind-bench/latency
 

@@ -66,7 +66,7 @@ from the run's recoveries. Every resolved output is checked against the
 reference executor's over the same input. Results go to --out; the exit
 status is 1 when a run failed or produced a wrong result.`, bench.DefaultFaultCadences),
 		Example: `  rewind bench                                      # keyed-count, every executor, one crash
-  rewind bench --repeat 3 --out rewind-bench        # what make bench runs
+  rewind bench --workers process --repeat 3 --out rewind-bench  # what make bench runs
   rewind bench --executors recordwise/aligned,recordwise/unaligned --fail worker=1,at=5s
   rewind bench --rate 100000 --duration 20s --checkpoint-interval 2s
   rewind bench --fail none --summary json            # steady state only`,
