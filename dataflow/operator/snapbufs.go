@@ -2,8 +2,11 @@ package operator
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/offheap"
 )
 
 // snapBuffers is the allocator of the keyed aggregation's snapshot
@@ -18,8 +21,18 @@ import (
 // worth (keep bytes). Memory it hands out is not cleared: the caller must
 // write every byte it uses, as compact does. Buffers are released from
 // whichever goroutine encodes the snapshot, hence the mutex.
+//
+// Buffers of offheap.MinBytes or more are mapped (package offheap) rather
+// than taken from parent: with the kept ones they are a copy of the state
+// that lives as long as the run, which on Go's heap would cost its size
+// again in the collector's slack. Smaller ones, and so every buffer of a
+// small state, come from parent.
 type snapBuffers struct {
 	parent memory.Allocator
+	// mapped holds the mapped buffers handed out or kept, by first byte.
+	// A Buffer refers to its allocator, so a buffer still in use keeps
+	// this map, and with it the mapping, alive.
+	mapped map[*byte]*offheap.Array[byte]
 
 	mu     sync.Mutex
 	free   [][]byte // as parent returned them
@@ -64,8 +77,17 @@ func (s *snapBuffers) Allocate(size int) []byte {
 		s.mu.Unlock()
 		return b
 	}
+	if size < offheap.MinBytes {
+		s.mu.Unlock()
+		return s.parent.Allocate(size)
+	}
+	m := offheap.New[byte](size)
+	if s.mapped == nil {
+		s.mapped = map[*byte]*offheap.Array[byte]{}
+	}
+	s.mapped[unsafe.SliceData(m.S)] = m
 	s.mu.Unlock()
-	return s.parent.Allocate(size)
+	return m.S
 }
 
 func (s *snapBuffers) Reallocate(size int, b []byte) []byte {
@@ -87,17 +109,36 @@ func (s *snapBuffers) Free(b []byte) {
 		s.held += len(b)
 		b = nil
 	}
+	if b != nil {
+		b = s.freeMappedLocked(b)
+	}
 	s.mu.Unlock()
 	if b != nil {
 		s.parent.Free(b)
 	}
 }
 
+// freeMappedLocked unmaps b if it is a mapped buffer and returns nil, or
+// returns b, parent's.
+func (s *snapBuffers) freeMappedLocked(b []byte) []byte {
+	if m := s.mapped[unsafe.SliceData(b)]; m != nil {
+		delete(s.mapped, unsafe.SliceData(b))
+		m.Free()
+		return nil
+	}
+	return b
+}
+
 // close returns the kept memory to parent; buffers released later go
 // straight back to parent.
 func (s *snapBuffers) close() {
 	s.mu.Lock()
-	free := s.free
+	var free [][]byte
+	for _, b := range s.free {
+		if b = s.freeMappedLocked(b); b != nil {
+			free = append(free, b)
+		}
+	}
 	s.free, s.held, s.closed = nil, 0, true
 	s.mu.Unlock()
 	for _, b := range free {
