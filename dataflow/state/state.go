@@ -40,6 +40,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/offheap"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 )
 
@@ -95,7 +96,7 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 	start := dst.Len()
 	// Room for everything up front: the IPC writer issues many small writes
 	// and the buffer should not grow in steps while it does.
-	dst.Grow(fixedHeaderLen + len(opID) + 2*len(parts) + 8 + size + 512*(len(parts)+2) + trailerLen)
+	dst.Grow(encodedBound(opID, len(parts), size))
 	var hdr [fixedHeaderLen]byte
 	copy(hdr[:4], magic[:])
 	binary.LittleEndian.PutUint16(hdr[4:], FormatVersion)
@@ -139,6 +140,37 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 	binary.LittleEndian.PutUint32(crc[:], sum)
 	dst.Write(crc[:])
 	return nil
+}
+
+// encodedBound is the most bytes a blob of n parts whose batches' buffers
+// hold size bytes takes: the IPC metadata of a batch of plain columns is
+// well under 512 bytes.
+func encodedBound(opID string, n, size int) int {
+	return fixedHeaderLen + len(opID) + 2*n + 8 + size + 512*(n+2) + trailerLen
+}
+
+// EncodeAllTo encodes parts as EncodeAll does and calls use with the blob,
+// which is valid only until use returns. The blob is written into memory
+// outside Go's heap (package offheap), freed when use returns: it is a
+// copy of the whole state, made at every recovery point, and as garbage on
+// the heap it would raise the collector's next goal by its size each time.
+// use's error is returned as it is.
+func EncodeAllTo(opID string, parts []operator.KeyGroupState, use func(blob []byte) error) error {
+	size := 0
+	for _, p := range parts {
+		if p.Batch != nil {
+			size += batchBytes(p.Batch)
+		}
+	}
+	m := offheap.New[byte](encodedBound(opID, len(parts), size))
+	defer m.Free()
+	// The bound is exact enough that the buffer never grows; if it did,
+	// bytes.Buffer would move it to the heap, which is still correct.
+	buf := bytes.NewBuffer(m.S[:0])
+	if err := EncodeAll(buf, opID, parts); err != nil {
+		return err
+	}
+	return use(buf.Bytes())
 }
 
 // batchBytes is the size of a batch's buffers, for sizing the output.
