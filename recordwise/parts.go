@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/state"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -71,6 +70,9 @@ func (inc *incarnation) partWriter(j partJob) {
 	for i, o := range ck.ops {
 		key := opStateKey(id, j.task, o.stage)
 		n, ok := 0, false
+		// EncodeAllTo releases the snapshot as it encodes it, so the
+		// snapshot and its blob together hold about one copy of the state.
+		ck.ops[i].parts = nil
 		if err := state.EncodeAllTo(string(j.task)+"/"+o.stage, o.parts, func(blob []byte) error {
 			n, ok = len(blob), put(key, blob)
 			return nil
@@ -78,9 +80,6 @@ func (inc *incarnation) partWriter(j partJob) {
 			inc.coord.decline(id, j.task, "encoding state: "+err.Error())
 			return
 		}
-		// Encoded: the snapshot's memory can serve the next one already.
-		operator.ReleaseStates(o.parts)
-		ck.ops[i].parts = nil
 		if !ok {
 			return
 		}

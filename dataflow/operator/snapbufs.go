@@ -23,10 +23,14 @@ import (
 // whichever goroutine encodes the snapshot, hence the mutex.
 //
 // Buffers of offheap.MinBytes or more are mapped (package offheap) rather
-// than taken from parent: with the kept ones they are a copy of the state
-// that lives as long as the run, which on Go's heap would cost its size
-// again in the collector's slack. Smaller ones, and so every buffer of a
-// small state, come from parent.
+// than taken from parent, and are not kept: unmapped as soon as they are
+// released. For a large state the copy kept between recovery points
+// would be a whole state held idle for the run (on Go's heap, twice
+// that with the collector's slack), and an encoder that releases the
+// snapshot as it encodes it (state.EncodeAllTo) then holds the snapshot
+// and its blob in about one copy's memory. The price is fresh pages at
+// every snapshot of a large state. Smaller buffers, and so every buffer
+// of a small state, come from parent and are kept as above.
 type snapBuffers struct {
 	parent memory.Allocator
 	// mapped holds the mapped buffers handed out or kept, by first byte.
@@ -104,13 +108,10 @@ func (s *snapBuffers) Reallocate(size int, b []byte) []byte {
 // operator is closed or enough is kept already.
 func (s *snapBuffers) Free(b []byte) {
 	s.mu.Lock()
-	if !s.closed && s.held+len(b) <= s.keep {
+	if b = s.freeMappedLocked(b); b != nil && !s.closed && s.held+len(b) <= s.keep {
 		s.free = append(s.free, b)
 		s.held += len(b)
 		b = nil
-	}
-	if b != nil {
-		b = s.freeMappedLocked(b)
 	}
 	s.mu.Unlock()
 	if b != nil {
@@ -133,12 +134,7 @@ func (s *snapBuffers) freeMappedLocked(b []byte) []byte {
 // straight back to parent.
 func (s *snapBuffers) close() {
 	s.mu.Lock()
-	var free [][]byte
-	for _, b := range s.free {
-		if b = s.freeMappedLocked(b); b != nil {
-			free = append(free, b)
-		}
-	}
+	free := s.free // never mapped ones: those are not kept
 	s.free, s.held, s.closed = nil, 0, true
 	s.mu.Unlock()
 	for _, b := range free {

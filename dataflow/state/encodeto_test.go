@@ -13,30 +13,37 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/state"
 )
 
-// TestEncodeAllToMatchesEncodeAll: the blob EncodeAllTo hands over is
-// EncodeAll's, byte for byte, for a state large enough to be encoded
-// outside the heap and for a small one; its memory is freed once use
-// returns, and use's error comes back as it is.
-func TestEncodeAllToMatchesEncodeAll(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
+// largeParts is a state big enough to be encoded outside the heap.
+func largeParts(mem memory.Allocator) []operator.KeyGroupState {
 	rows := make([][]int64, 3*offheap.MinBytes/16)
 	for i := range rows {
 		rows[i] = []int64{int64(i), int64(i * 7)}
 	}
-	large := []operator.KeyGroupState{
+	return []operator.KeyGroupState{
 		{KeyGroup: 1, Batch: optest.Batch(mem, schema, rows[:len(rows)/2])},
 		{KeyGroup: 9, Batch: optest.Batch(mem, schema, rows[len(rows)/2:])},
 	}
-	defer operator.ReleaseStates(large)
-	small := parts(mem)
-	defer operator.ReleaseStates(small)
-	for name, in := range map[string][]operator.KeyGroupState{"large": large, "small": small, "none": nil} {
+}
+
+// TestEncodeAllToMatchesEncodeAll: the blob EncodeAllTo hands over is
+// EncodeAll's, byte for byte, for a state large enough to be encoded
+// outside the heap and for a small one; by the time use sees it, every
+// batch it took over is released; its memory is freed once use returns,
+// and use's error comes back as it is.
+func TestEncodeAllToMatchesEncodeAll(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	for name, build := range map[string]func(memory.Allocator) []operator.KeyGroupState{
+		"large": largeParts, "small": parts, "none": func(memory.Allocator) []operator.KeyGroupState { return nil },
+	} {
 		var want bytes.Buffer
-		if err := state.EncodeAll(&want, "op/1", in); err != nil {
+		ref := build(mem)
+		if err := state.EncodeAll(&want, "op/1", ref); err != nil {
 			t.Fatal(err)
 		}
-		before := offheap.Live()
+		operator.ReleaseStates(ref)
+		before, alloc := offheap.Live(), mem.CurrentAlloc()
+		in := build(mem)
 		calls := 0
 		err := state.EncodeAllTo("op/1", in, func(blob []byte) error {
 			calls++
@@ -45,6 +52,9 @@ func TestEncodeAllToMatchesEncodeAll(t *testing.T) {
 			}
 			if name == "large" && offheap.Live() <= before {
 				t.Errorf("%s: a %d-byte blob was not encoded outside the heap", name, len(blob))
+			}
+			if got := mem.CurrentAlloc(); got != alloc {
+				t.Errorf("%s: %d bytes of the snapshot still held when its blob is complete, want 0", name, got-alloc)
 			}
 			return nil
 		})
@@ -56,11 +66,13 @@ func TestEncodeAllToMatchesEncodeAll(t *testing.T) {
 		}
 	}
 	stop := errors.New("put failed")
-	if err := state.EncodeAllTo("op/1", large, func([]byte) error { return stop }); err != stop {
+	if err := state.EncodeAllTo("op/1", largeParts(mem), func([]byte) error { return stop }); err != stop {
 		t.Fatalf("use's error came back as %v", err)
 	}
-	bad := []operator.KeyGroupState{{KeyGroup: 200, Batch: large[0].Batch}}
+	bad := largeParts(mem)
+	bad[1].KeyGroup = 200
 	if err := state.EncodeAllTo("op/1", bad, func([]byte) error { t.Fatal("use called for a bad state"); return nil }); err == nil {
 		t.Fatal("key group 200 encoded")
 	}
+	// mem.AssertSize: the parts of the failed calls are released too.
 }

@@ -72,6 +72,12 @@ func Encode(dst *bytes.Buffer, opID string, part operator.KeyGroupState) error {
 // reused across calls (Reset it first) so its memory is reused too. The
 // batches are only read; the caller still owns them.
 func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) error {
+	return encodeAll(dst, opID, parts, nil)
+}
+
+// encodeAll is EncodeAll, calling encoded(i) (when not nil) once part i is
+// written into dst.
+func encodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState, encoded func(i int)) error {
 	if len(opID) > maxOpIDLen {
 		return fmt.Errorf("encoding state: operator id is %d bytes, at most %d allowed", len(opID), maxOpIDLen)
 	}
@@ -120,8 +126,12 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 		// Plain fixed-width columns are written straight from their
 		// buffers; the allocator only backs bookkeeping.
 		w := ipc.NewWriter(&ipcOut, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
-		for _, p := range parts {
-			if err := w.Write(p.Batch); err != nil {
+		for i, p := range parts {
+			err := w.Write(p.Batch) // copies the batch's buffers into dst
+			if err == nil && encoded != nil {
+				encoded(i)
+			}
+			if err != nil {
 				w.Close()
 				dst.Truncate(start)
 				return fmt.Errorf("encoding state of %s, key group %d: %w", opID, p.KeyGroup, err)
@@ -150,24 +160,37 @@ func encodedBound(opID string, n, size int) int {
 }
 
 // EncodeAllTo encodes parts as EncodeAll does and calls use with the blob,
-// which is valid only until use returns. The blob is written into memory
-// outside Go's heap (package offheap), freed when use returns: it is a
-// copy of the whole state, made at every recovery point, and as garbage on
-// the heap it would raise the collector's next goal by its size each time.
-// use's error is returned as it is.
+// which is valid only until use returns. It takes over parts: each batch
+// is released as soon as it is encoded (all of them by the time it
+// returns, on error too), so a large snapshot gives its memory back while
+// its blob fills and the two together stay about one copy of the state.
+// The blob is written into memory outside Go's heap (package offheap),
+// freed when use returns: it is a copy of the whole state, made at every
+// recovery point, and as garbage on the heap it would raise the
+// collector's next goal by its size each time. use's error is returned as
+// it is.
 func EncodeAllTo(opID string, parts []operator.KeyGroupState, use func(blob []byte) error) error {
+	released := 0
+	defer func() { operator.ReleaseStates(parts[released:]) }()
 	size := 0
 	for _, p := range parts {
 		if p.Batch != nil {
 			size += batchBytes(p.Batch)
 		}
 	}
-	m := offheap.New[byte](encodedBound(opID, len(parts), size))
+	m := offheap.NewLazy[byte](encodedBound(opID, len(parts), size))
 	defer m.Free()
-	// The bound is exact enough that the buffer never grows; if it did,
-	// bytes.Buffer would move it to the heap, which is still correct.
+	// Lazy: its pages take memory as the blob fills, while the snapshot's
+	// are released. The bound is exact enough that the buffer never
+	// grows; if it did, bytes.Buffer would move it to the heap, which is
+	// still correct.
 	buf := bytes.NewBuffer(m.S[:0])
-	if err := EncodeAll(buf, opID, parts); err != nil {
+	err := encodeAll(buf, opID, parts, func(i int) {
+		// Parts are encoded in order, so parts[:released] are released.
+		parts[i].Batch.Release()
+		released = i + 1
+	})
+	if err != nil {
 		return err
 	}
 	return use(buf.Bytes())
