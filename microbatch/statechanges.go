@@ -28,6 +28,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/offheap"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/state"
 )
@@ -379,8 +380,14 @@ func (s *stageSnap) patchedParts(kgs []int) []operator.KeyGroupState {
 // of 32 to 64, the largest part of the worker's copy of a large state. A
 // lookup reads the key column where the row is, which the hand-over reads
 // next anyway.
+//
+// Large indexes live outside Go's heap (package offheap), as the
+// operator's own tables do: they last as long as the group, and on the
+// heap the collector's slack would double them. A replaced group's index
+// is freed by its cleanup.
 type posIndex struct {
 	slots []int32 // row+1; 0: empty
+	mem   *offheap.Array[int32]
 	n     int
 }
 
@@ -389,7 +396,9 @@ func newPosIndex(n int) *posIndex {
 	for size < 2*n {
 		size *= 2
 	}
-	return &posIndex{slots: make([]int32, size)}
+	x := &posIndex{mem: offheap.New[int32](size)}
+	x.slots = x.mem.S
+	return x
 }
 
 // lookup is get with -1 for a key not present.
@@ -419,13 +428,15 @@ func (x *posIndex) get(keys []int64, k int64) (int, bool) {
 // distinct).
 func (x *posIndex) put(keys []int64, row int) {
 	if 2*(x.n+1) > len(x.slots) {
-		old := x.slots
-		x.slots, x.n = make([]int32, 2*len(old)), 0
+		old, oldMem := x.slots, x.mem
+		x.mem = offheap.New[int32](2 * len(old))
+		x.slots, x.n = x.mem.S, 0
 		for _, r := range old {
 			if r != 0 {
 				x.put(keys, int(r-1))
 			}
 		}
+		oldMem.Free()
 	}
 	k := keys[row]
 	mask := uint64(len(x.slots) - 1)
