@@ -36,16 +36,10 @@ type Array[T any] struct {
 }
 
 // New returns an Array of n zero values of T. T must hold no pointers.
-// Its pages are in memory when it returns (for arrays the caller fills
-// right away: one system call costs less than a fault per page). It
+// Its pages are in memory when it returns: the callers fill their arrays
+// right away, and one system call costs less than a fault per page. It
 // panics when the system refuses the memory, as make does.
-func New[T any](n int) *Array[T] { return newArray[T](n, true) }
-
-// NewLazy is New for an array filled over time, or perhaps not all of it:
-// its pages take memory only once first written.
-func NewLazy[T any](n int) *Array[T] { return newArray[T](n, false) }
-
-func newArray[T any](n int, populate bool) *Array[T] {
+func New[T any](n int) *Array[T] {
 	var zero T
 	size := n * int(unsafe.Sizeof(zero))
 	a := &Array[T]{}
@@ -53,7 +47,7 @@ func newArray[T any](n int, populate bool) *Array[T] {
 		a.S = make([]T, n)
 		return a
 	}
-	b, err := mapAnon(size, populate)
+	b, err := mapAnon(size)
 	if err != nil {
 		panic("offheap: mapping " + strconv.Itoa(size) + " bytes: " + err.Error())
 	}

@@ -9,15 +9,9 @@ import (
 type entry struct{ a, b, c int64 }
 
 func TestMappedArrayIsZeroedWritableAndFreed(t *testing.T) {
-	for name, make := range map[string]func(int) *Array[entry]{"New": New[entry], "NewLazy": NewLazy[entry]} {
-		t.Run(name, func(t *testing.T) { testMappedArray(t, make) })
-	}
-}
-
-func testMappedArray(t *testing.T, make func(int) *Array[entry]) {
 	before := Live()
 	n := 3*MinBytes/24 + 7 // not a whole number of pages
-	a := make(n)
+	a := New[entry](n)
 	if !a.Mapped() {
 		t.Fatalf("an array of %d bytes is not mapped", n*24)
 	}

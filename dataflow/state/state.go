@@ -40,7 +40,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
-	"github.com/rewind-engine/rewind/dataflow/offheap"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 )
 
@@ -163,12 +162,14 @@ func encodedBound(opID string, n, size int) int {
 // which is valid only until use returns. It takes over parts: each batch
 // is released as soon as it is encoded (all of them by the time it
 // returns, on error too), so a large snapshot gives its memory back while
-// its blob fills and the two together stay about one copy of the state.
-// The blob is written into memory outside Go's heap (package offheap),
-// freed when use returns: it is a copy of the whole state, made at every
-// recovery point, and as garbage on the heap it would raise the
-// collector's next goal by its size each time. use's error is returned as
-// it is.
+// its blob fills, and the two together stay about one copy of the state
+// instead of two. use's error is returned as it is.
+//
+// The blob is on Go's heap, not mapped (package offheap) like the
+// snapshot: it goes to storage, and an S3 upload that is cancelled may
+// still be reading its body after Put returns (net/http closes a request
+// body in its own time), which memory unmapped at return would turn into
+// a crash.
 func EncodeAllTo(opID string, parts []operator.KeyGroupState, use func(blob []byte) error) error {
 	released := 0
 	defer func() { operator.ReleaseStates(parts[released:]) }()
@@ -178,13 +179,7 @@ func EncodeAllTo(opID string, parts []operator.KeyGroupState, use func(blob []by
 			size += batchBytes(p.Batch)
 		}
 	}
-	m := offheap.NewLazy[byte](encodedBound(opID, len(parts), size))
-	defer m.Free()
-	// Lazy: its pages take memory as the blob fills, while the snapshot's
-	// are released. The bound is exact enough that the buffer never
-	// grows; if it did, bytes.Buffer would move it to the heap, which is
-	// still correct.
-	buf := bytes.NewBuffer(m.S[:0])
+	buf := bytes.NewBuffer(make([]byte, 0, encodedBound(opID, len(parts), size)))
 	err := encodeAll(buf, opID, parts, func(i int) {
 		// Parts are encoded in order, so parts[:released] are released.
 		parts[i].Batch.Release()
