@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/offheap"
 )
@@ -189,6 +192,19 @@ func (t *kaggTable) grow(size int, epoch uint64) {
 func (t *kaggTable) free() {
 	t.mem.Free()
 	t.mem, t.slots, t.n, t.growAt = nil, nil, 0, 0
+}
+
+// batch returns the stored entries as a (key, count, sum) batch in memory
+// from alloc. compact writes every value but perhaps the spare one, which
+// the IPC writer may still copy out with the buffer: it is zeroed so that
+// recycled memory needs no clearing and equal states encode to equal bytes.
+func (t *kaggTable) batch(alloc memory.Allocator) arrow.RecordBatch {
+	keyArr, kv := helpAllocInt64(alloc, t.n, 1)
+	cntArr, cv := helpAllocInt64(alloc, t.n, 1)
+	sumArr, sv := helpAllocInt64(alloc, t.n, 1)
+	t.compact(kv, cv, sv)
+	kv[t.n], cv[t.n], sv[t.n] = 0, 0, 0
+	return NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)
 }
 
 // compact copies the stored entries into keys, counts and sums, which have

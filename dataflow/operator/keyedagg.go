@@ -479,16 +479,8 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 			continue
 		}
 		// Small allocations, one group at a time. (One large allocation
-		// for all groups measured no faster.) compact writes every value
-		// but perhaps the spare one, which the IPC writer may still copy
-		// out with the buffer: it is zeroed so that memory recycled by
-		// snapBufs needs no clearing and equal states encode to equal bytes.
-		keyArr, kv := helpAllocInt64(a.snapBufs, t.n, 1)
-		cntArr, cv := helpAllocInt64(a.snapBufs, t.n, 1)
-		sumArr, sv := helpAllocInt64(a.snapBufs, t.n, 1)
-		t.compact(kv, cv, sv)
-		kv[t.n], cv[t.n], sv[t.n] = 0, 0, 0
-		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)})
+		// for all groups measured no faster.)
+		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: t.batch(a.snapBufs)})
 	}
 	return parts, nil
 }

@@ -168,13 +168,7 @@ func (a *keyedAgg) snapshotEveryEntry(seq uint64) StateChanges {
 		if tb.n == 0 {
 			continue
 		}
-		keyArr, kv := helpAllocInt64(a.alloc, tb.n, 1)
-		cntArr, cv := helpAllocInt64(a.alloc, tb.n, 1)
-		sumArr, sv := helpAllocInt64(a.alloc, tb.n, 1)
-		tb.compact(kv, cv, sv)
-		kv[tb.n], cv[tb.n], sv[tb.n] = 0, 0, 0 // compact's spare value, unused
-		out.Groups = append(out.Groups, GroupChange{KeyGroup: kg, Entries: true, Rows: tb.n,
-			Batch: NewBatchOwning(kaggStateSchema, tb.n, keyArr, cntArr, sumArr)})
+		out.Groups = append(out.Groups, GroupChange{KeyGroup: kg, Entries: true, Rows: tb.n, Batch: tb.batch(a.alloc)})
 	}
 	t.full, t.fullSeq = false, seq
 	t.inflight = nil

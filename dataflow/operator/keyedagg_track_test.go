@@ -100,9 +100,7 @@ func TestKeyedAggChangeListIsBounded(t *testing.T) {
 			n = 4 * keys
 		}
 		trackFeed(t, a, mem, r, n, keys, truth)
-		if limit := max(kaggTrackMin, a.keys()/4) + kaggTrackMin; len(a.track.pending) > limit {
-			t.Fatalf("%s: %d keys listed for %d held, want at most %d", ctx, len(a.track.pending), a.keys(), limit)
-		}
+		trackCheckBound(t, ctx, a)
 		wasFull := a.track.full || a.track.fullSeq != 0
 		c, err := a.SnapshotChanges()
 		if err != nil {
@@ -162,15 +160,23 @@ func TestKeyedAggNeverAskedListsFew(t *testing.T) {
 	truth := map[int64]trackVal{}
 	for range 20 {
 		trackFeed(t, a, mem, r, 20000, 1<<20, truth)
-		if limit := max(kaggTrackMin, a.keys()/4) + kaggTrackMin; len(a.track.pending) > limit {
-			t.Fatalf("seed %d: %d keys listed for %d held, want at most %d", seed, len(a.track.pending), a.keys(), limit)
-		}
+		trackCheckBound(t, fmt.Sprintf("seed %d", seed), a)
 	}
 	if a.keys() != len(truth) || len(truth) < 300000 {
 		t.Fatalf("seed %d: the operator holds %d keys, the input had %d", seed, a.keys(), len(truth))
 	}
 	if !a.track.full {
 		t.Fatalf("seed %d: %d keys and the list never overflowed", seed, a.keys())
+	}
+}
+
+// trackCheckBound fails the test when the list of changed keys names more
+// than a quarter of the keys (or the minimum), give or take the listings
+// between two checks of its length.
+func trackCheckBound(t *testing.T, ctx string, a *keyedAgg) {
+	t.Helper()
+	if limit := max(kaggTrackMin, a.keys()/4) + kaggTrackMin; len(a.track.pending) > limit {
+		t.Fatalf("%s: %d keys listed for %d held, want at most %d", ctx, len(a.track.pending), a.keys(), limit)
 	}
 }
 
