@@ -69,3 +69,44 @@ func TestUnreachableArrayIsFreedByItsCleanup(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestRecycledMappingIsReusedClearedOrUnmapped: a recycled mapping is
+// handed, cleared, to the next array of its size; one nobody asks for is
+// unmapped by the next collection.
+func TestRecycledMappingIsReusedClearedOrUnmapped(t *testing.T) {
+	before := Live()
+	n := 2 * MinBytes / 24
+	a := New[entry](n)
+	for i := range a.S {
+		a.S[i] = entry{1, 2, 3}
+	}
+	first := &a.S[0]
+	a.Recycle()
+	if Live() != before {
+		t.Fatalf("Live is %d after Recycle, want %d", Live(), before)
+	}
+	b := New[entry](n)
+	if &b.S[0] != first {
+		t.Fatal("the recycled mapping of the same size was not reused")
+	}
+	for i := range b.S {
+		if b.S[i] != (entry{}) {
+			t.Fatalf("reused entry %d is %v, want zero", i, b.S[i])
+		}
+	}
+	b.Recycle()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		kept.Lock()
+		n := kept.bytes
+		kept.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still kept 10 s and many collections after Recycle", n)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}

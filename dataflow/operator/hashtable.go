@@ -190,7 +190,7 @@ func (t *kaggTable) grow(size int, epoch uint64) {
 
 // free returns the table's memory; the table is empty and unusable after.
 func (t *kaggTable) free() {
-	t.mem.Free()
+	t.mem.Recycle() // an operator restoring this state asks for it again
 	t.mem, t.slots, t.n, t.growAt = nil, nil, 0, 0
 }
 
