@@ -33,16 +33,16 @@ import (
 // of a small state, come from parent and are kept as above.
 type snapBuffers struct {
 	parent memory.Allocator
-	// mapped holds the mapped buffers handed out or kept, by first byte.
-	// A Buffer refers to its allocator, so a buffer still in use keeps
-	// this map, and with it the mapping, alive.
-	mapped map[*byte]*offheap.Array[byte]
 
 	mu     sync.Mutex
 	free   [][]byte // as parent returned them
 	held   int      // bytes in free
 	keep   int      // most bytes free may hold
 	closed bool
+	// mapped holds the mapped buffers handed out, by first byte. A
+	// Buffer refers to its allocator, so a buffer still in use keeps this
+	// map, and with it the mapping, alive.
+	mapped map[*byte]*offheap.Array[byte]
 }
 
 func newSnapBuffers(parent memory.Allocator) *snapBuffers {
