@@ -28,6 +28,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/offheap"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/state"
 )
@@ -202,8 +203,8 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 	uni := uniformColumn(g.Batch.Schema())
 	if pg.index == nil {
 		pg.index = newPosIndex(pg.rows() + int(g.Batch.NumRows()))
-		for r, k := range pg.cols[keyCol] {
-			pg.index.put(k, r)
+		for r := range pg.cols[keyCol] {
+			pg.index.put(pg.cols[keyCol], r)
 		}
 	}
 	if !pg.hasSum {
@@ -223,21 +224,21 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 	}
 	found := sc.pos[:len(keys)]
 	for r, k := range keys {
-		found[r] = int32(pg.index.lookup(k))
+		found[r] = int32(pg.index.lookup(pg.cols[keyCol], k))
 	}
 	for r, k := range keys {
 		pos := int(found[r])
 		if pos < 0 {
 			// Not in the base: new, unless handed over twice.
-			if _, dup := pg.index.get(k); dup {
+			if _, dup := pg.index.get(pg.cols[keyCol], k); dup {
 				sc.clear()
 				return nil, fmt.Errorf("key %d handed over twice in one hand-over", k)
 			}
 			at := pg.rows()
-			pg.index.put(k, at)
 			for c := range vals {
 				pg.cols[c] = append(pg.cols[c], vals[c][r])
 			}
+			pg.index.put(pg.cols[keyCol], at)
 			pg.sum += state.RowCountShare + state.RowHash(pg.cols, at, uni)
 			added = append(added, r)
 			continue
@@ -372,16 +373,22 @@ func (s *stageSnap) patchedParts(kgs []int) []operator.KeyGroupState {
 }
 
 // posIndex maps an entry's key to its row: open addressing, linear
-// probing, key and row side by side so a lookup touches one cache line
-// (a Go map took a quarter of the hand-over's time).
+// probing (a Go map took a quarter of the hand-over's time). A slot holds
+// only the row; the key is read from the group's key column, which the
+// caller passes in, so a slot is 4 bytes rather than 16 with the key
+// beside it: at a load of a quarter to a half, 8 to 16 bytes a key instead
+// of 32 to 64, the largest part of the worker's copy of a large state. A
+// lookup reads the key column where the row is, which the hand-over reads
+// next anyway.
+//
+// Large indexes live outside Go's heap (package offheap), as the
+// operator's own tables do: they last as long as the group, and on the
+// heap the collector's slack would double them. A replaced group's index
+// is freed by its cleanup.
 type posIndex struct {
-	slots []posSlot
+	slots []int32 // row+1; 0: empty
+	mem   *offheap.Array[int32]
 	n     int
-}
-
-type posSlot struct {
-	key int64
-	row int32 // row+1; 0: empty
 }
 
 func newPosIndex(n int) *posIndex {
@@ -389,51 +396,58 @@ func newPosIndex(n int) *posIndex {
 	for size < 2*n {
 		size *= 2
 	}
-	return &posIndex{slots: make([]posSlot, size)}
+	x := &posIndex{mem: offheap.New[int32](size)}
+	x.slots = x.mem.S
+	return x
 }
 
 // lookup is get with -1 for a key not present.
-func (x *posIndex) lookup(k int64) int {
-	if r, ok := x.get(k); ok {
+func (x *posIndex) lookup(keys []int64, k int64) int {
+	if r, ok := x.get(keys, k); ok {
 		return r
 	}
 	return -1
 }
 
-func (x *posIndex) get(k int64) (int, bool) {
+// get finds k, keys being the group's key column.
+func (x *posIndex) get(keys []int64, k int64) (int, bool) {
 	mask := uint64(len(x.slots) - 1)
 	for i := keygroup.Hash(k) & mask; ; i = (i + 1) & mask {
-		s := &x.slots[i]
-		if s.row == 0 {
+		r := x.slots[i]
+		if r == 0 {
 			return 0, false
 		}
-		if s.key == k {
-			return int(s.row - 1), true
+		if keys[r-1] == k {
+			return int(r - 1), true
 		}
 	}
 }
 
-// put records k at row; a key already present keeps its first row (and
-// is not counted twice, so n says how many keys are distinct).
-func (x *posIndex) put(k int64, row int) {
+// put records row, whose key is keys[row]; a key already present keeps its
+// first row (and is not counted twice, so n says how many keys are
+// distinct).
+func (x *posIndex) put(keys []int64, row int) {
 	if 2*(x.n+1) > len(x.slots) {
-		old := x.slots
-		x.slots, x.n = make([]posSlot, 2*len(old)), 0
-		for _, s := range old {
-			if s.row != 0 {
-				x.put(s.key, int(s.row-1))
+		old, oldMem := x.slots, x.mem
+		x.mem = offheap.New[int32](2 * len(old))
+		x.slots, x.n = x.mem.S, 0
+		for _, r := range old {
+			if r != 0 {
+				x.put(keys, int(r-1))
 			}
 		}
+		oldMem.Free()
 	}
+	k := keys[row]
 	mask := uint64(len(x.slots) - 1)
 	for i := keygroup.Hash(k) & mask; ; i = (i + 1) & mask {
-		s := &x.slots[i]
-		if s.row == 0 {
-			*s = posSlot{key: k, row: int32(row + 1)}
+		r := x.slots[i]
+		if r == 0 {
+			x.slots[i] = int32(row + 1)
 			x.n++
 			return
 		}
-		if s.key == k {
+		if keys[r-1] == k {
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/operator"
 	"github.com/rewind-engine/rewind/dataflow/state"
+	"github.com/rewind-engine/rewind/dataflow/testseed"
 )
 
 var patchSchema = arrow.NewSchema([]arrow.Field{
@@ -174,4 +175,43 @@ func copyBatch(b arrow.RecordBatch, alloc memory.Allocator) arrow.RecordBatch {
 		bld.Release()
 	}
 	return operator.NewBatchOwning(b.Schema(), int(b.NumRows()), arrs...)
+}
+
+// TestPosIndexLargeAndGrowing fills an index from empty past the size at
+// which its slots are mapped outside the heap (growing through mapped
+// sizes) and checks every key finds its row, keys not
+// put find none, and a key put again keeps its first row.
+func TestPosIndexLargeAndGrowing(t *testing.T) {
+	seed := testseed.Seed(t)
+	r := rand.New(rand.NewPCG(seed, 0))
+	keys := make([]int64, 0, 100000)
+	seen := map[int64]bool{}
+	x := newPosIndex(0)
+	for len(keys) < cap(keys) {
+		k := r.Int64()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		keys = append(keys, k)
+		x.put(keys, len(keys)-1)
+	}
+	if !x.mem.Mapped() || x.n != len(keys) {
+		t.Fatalf("seed %d: %d keys: index of %d slots, mapped %v, counts %d keys", seed, len(keys), len(x.slots), x.mem.Mapped(), x.n)
+	}
+	for row, k := range keys {
+		if got := x.lookup(keys, k); got != row {
+			t.Fatalf("seed %d: key %d found at row %d, want %d", seed, k, got, row)
+		}
+	}
+	dup := append(keys, keys[17])
+	x.put(dup, len(dup)-1)
+	if got := x.lookup(dup, keys[17]); got != 17 || x.n != len(keys) {
+		t.Fatalf("seed %d: a key put again moved to row %d (n %d)", seed, got, x.n)
+	}
+	for range 1000 {
+		if k := r.Int64(); !seen[k] && x.lookup(keys, k) != -1 {
+			t.Fatalf("seed %d: key %d never put was found", seed, k)
+		}
+	}
 }

@@ -398,7 +398,10 @@ func loadState(ctx context.Context, store storage.Store, prefix string, idx stat
 				if err != nil {
 					return err
 				}
-				id, parts, edits, err := state.DecodeDelta(data, alloc)
+				// Shared (no allocator): the batches point into data,
+				// read for this load alone, instead of a second copy of
+				// the state beside it.
+				id, parts, edits, err := state.DecodeDelta(data, nil)
 				if err != nil {
 					return fmt.Errorf("state object %s: %w", obj, err)
 				}

@@ -67,20 +67,26 @@ func (inc *incarnation) partWriter(j partJob) {
 		}
 		return true
 	}
-	var buf bytes.Buffer
-	for _, o := range ck.ops {
-		buf.Reset()
-		if err := state.EncodeAll(&buf, string(j.task)+"/"+o.stage, o.parts); err != nil {
+	for i, o := range ck.ops {
+		key := opStateKey(id, j.task, o.stage)
+		n, ok := 0, false
+		// EncodeAllTo releases the snapshot as it encodes it, so the
+		// snapshot and its blob together hold about one copy of the state.
+		ck.ops[i].parts = nil
+		if err := state.EncodeAllTo(string(j.task)+"/"+o.stage, o.parts, func(blob []byte) error {
+			n, ok = len(blob), put(key, blob)
+			return nil
+		}); err != nil {
 			inc.coord.decline(id, j.task, "encoding state: "+err.Error())
 			return
 		}
-		key := opStateKey(id, j.task, o.stage)
-		if !put(key, buf.Bytes()) {
+		if !ok {
 			return
 		}
-		desc.Ops = append(desc.Ops, opObject{Stage: o.stage, Key: key, Bytes: int64(buf.Len()), KeyGroups: len(o.parts)})
-		stateBytes += int64(buf.Len())
+		desc.Ops = append(desc.Ops, opObject{Stage: o.stage, Key: key, Bytes: int64(n), KeyGroups: len(o.parts)})
+		stateBytes += int64(n)
 	}
+	var buf bytes.Buffer
 	inc.dropInFlight(j.task, ck) // trace --teach only
 	var streams []chanStream
 	for _, ch := range sortedKeys(ck.inState) {

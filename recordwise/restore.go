@@ -309,7 +309,9 @@ func (inc *incarnation) loadPart(ctx context.Context, rp *restoredPoint, id chec
 		if err != nil {
 			return fmt.Errorf("state of %s in %s: %w", o.Stage, task, err)
 		}
-		_, parts, err := state.DecodeAll(data, inc.env.Alloc)
+		// Shared: the batches point into data, read for this restore
+		// alone, instead of a second copy of the state beside it.
+		_, parts, err := state.DecodeAllShared(data)
 		if err != nil {
 			return fmt.Errorf("state of %s in %s: %w", o.Stage, task, err)
 		}

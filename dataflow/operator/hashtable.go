@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
+	"github.com/rewind-engine/rewind/dataflow/offheap"
 )
 
 // kaggEntry is one key's aggregate, 24 bytes. A slot is empty exactly when
@@ -28,10 +32,14 @@ const kaggPending = 1 << 62
 // power-of-two capacity and linear probing. The caller supplies the key's
 // hash (keygroup.Hash), so each key is hashed once for both key-group routing
 // and slot selection. There are no deletes: keyed state only grows.
+//
+// Large tables live outside Go's heap (package offheap): they are most of a
+// large state, and on the heap the collector's slack would double them.
 type kaggTable struct {
 	slots  []kaggEntry
-	n      int // stored keys
-	growAt int // n at which the table doubles
+	mem    *offheap.Array[kaggEntry] // holds slots
+	n      int                       // stored keys
+	growAt int                       // n at which the table doubles
 	// grownIn is the flush epoch of the last rehash: slot indexes recorded
 	// in that epoch may be stale. Epochs count Flush calls.
 	grownIn uint64
@@ -144,8 +152,8 @@ func (t *kaggTable) reserve(n int, epoch uint64) {
 }
 
 // touchEmpty writes one empty slot in every memory page of an empty
-// table, before insertNew probes it. A fresh table may be memory the Go
-// runtime took straight from the OS, not yet mapped: insertNew's first
+// table, before insertNew probes it. A fresh table is memory straight from
+// the OS (a new mapping, or pages the Go runtime just took), not yet mapped: insertNew's first
 // access to a page is a read, which maps the shared zero page, and its
 // store then faults a second time to get a private page. Writing first
 // costs one fault per page instead of two: BenchmarkRestoreDecode (1M
@@ -161,8 +169,9 @@ func (t *kaggTable) touchEmpty() {
 func (t *kaggTable) grow(size int, epoch uint64) {
 	size = max(size, kaggMinSlots)
 	t.grownIn = epoch
-	old := t.slots
-	t.slots = make([]kaggEntry, size)
+	old, oldMem := t.slots, t.mem
+	t.mem = offheap.New[kaggEntry](size)
+	t.slots = t.mem.S
 	t.growAt = size / kaggMaxLoadDen * kaggMaxLoadNum
 	mask := uint64(size - 1)
 	for i := range old {
@@ -176,6 +185,26 @@ func (t *kaggTable) grow(size int, epoch uint64) {
 		}
 		t.slots[j] = *e
 	}
+	oldMem.Free()
+}
+
+// free returns the table's memory; the table is empty and unusable after.
+func (t *kaggTable) free() {
+	t.mem.Recycle() // an operator restoring this state asks for it again
+	t.mem, t.slots, t.n, t.growAt = nil, nil, 0, 0
+}
+
+// batch returns the stored entries as a (key, count, sum) batch in memory
+// from alloc. compact writes every value but perhaps the spare one, which
+// the IPC writer may still copy out with the buffer: it is zeroed so that
+// recycled memory needs no clearing and equal states encode to equal bytes.
+func (t *kaggTable) batch(alloc memory.Allocator) arrow.RecordBatch {
+	keyArr, kv := helpAllocInt64(alloc, t.n, 1)
+	cntArr, cv := helpAllocInt64(alloc, t.n, 1)
+	sumArr, sv := helpAllocInt64(alloc, t.n, 1)
+	t.compact(kv, cv, sv)
+	kv[t.n], cv[t.n], sv[t.n] = 0, 0, 0
+	return NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)
 }
 
 // compact copies the stored entries into keys, counts and sums, which have

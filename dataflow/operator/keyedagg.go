@@ -112,7 +112,7 @@ func (a *keyedAgg) Open(ctx Context) error {
 	}
 	a.snapBufs = newSnapBuffers(a.alloc)
 	a.owned = r
-	a.tables = [keygroup.Count]*kaggTable{}
+	a.freeTables()
 	for kg := r.Start; kg < r.End; kg++ {
 		// Never without slots, so the hot loop need not check for it.
 		t := &kaggTable{}
@@ -123,6 +123,17 @@ func (a *keyedAgg) Open(ctx Context) error {
 	a.syncSlots()
 	a.track.reset()
 	return nil
+}
+
+// freeTables returns the memory of every table and forgets them.
+func (a *keyedAgg) freeTables() {
+	for kg, t := range a.tables {
+		if t != nil {
+			t.free()
+		}
+		a.tables[kg] = nil
+	}
+	a.slots = [keygroup.Count][]kaggEntry{}
 }
 
 // syncSlots copies every table's slots into a.slots; call it after tables
@@ -428,9 +439,9 @@ func (a *keyedAgg) emitChanged(chunk []kaggChange, out Emitter) error {
 			e = &t.slots[t.upsert(c.key, h)] // present: upsert only finds
 		}
 		e.count &^= kaggDirty
-		if e.count&kaggPending == 0 { // first change since the last SnapshotChanges
+		if e.count&kaggPending == 0 && !a.track.full { // first change since the last SnapshotChanges
 			e.count |= kaggPending
-			a.track.pending = append(a.track.pending, kaggKey{key: c.key, kg: c.kg})
+			a.listPending(kaggKey{key: c.key, kg: c.kg})
 		}
 		kv[i], cv[i], sv[i] = c.key, e.count&^kaggPending, e.sum
 	}
@@ -468,16 +479,8 @@ func (a *keyedAgg) Snapshot() ([]KeyGroupState, error) {
 			continue
 		}
 		// Small allocations, one group at a time. (One large allocation
-		// for all groups measured no faster.) compact writes every value
-		// but perhaps the spare one, which the IPC writer may still copy
-		// out with the buffer: it is zeroed so that memory recycled by
-		// snapBufs needs no clearing and equal states encode to equal bytes.
-		keyArr, kv := helpAllocInt64(a.snapBufs, t.n, 1)
-		cntArr, cv := helpAllocInt64(a.snapBufs, t.n, 1)
-		sumArr, sv := helpAllocInt64(a.snapBufs, t.n, 1)
-		t.compact(kv, cv, sv)
-		kv[t.n], cv[t.n], sv[t.n] = 0, 0, 0
-		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: NewBatchOwning(kaggStateSchema, t.n, keyArr, cntArr, sumArr)})
+		// for all groups measured no faster.)
+		parts = append(parts, KeyGroupState{KeyGroup: kg, Batch: t.batch(a.snapBufs)})
 	}
 	return parts, nil
 }
@@ -522,8 +525,7 @@ func (a *keyedAgg) Close() error {
 		a.snapBufs.close()
 		a.snapBufs = nil
 	}
-	a.tables = [keygroup.Count]*kaggTable{}
-	a.slots = [keygroup.Count][]kaggEntry{}
+	a.freeTables()
 	a.changed, a.nChanged = nil, 0
 	a.track = kaggTrack{}
 	return nil

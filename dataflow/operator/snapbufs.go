@@ -2,8 +2,11 @@ package operator
 
 import (
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/rewind-engine/rewind/dataflow/offheap"
 )
 
 // snapBuffers is the allocator of the keyed aggregation's snapshot
@@ -18,6 +21,16 @@ import (
 // worth (keep bytes). Memory it hands out is not cleared: the caller must
 // write every byte it uses, as compact does. Buffers are released from
 // whichever goroutine encodes the snapshot, hence the mutex.
+//
+// Buffers of offheap.MinBytes or more are mapped (package offheap) rather
+// than taken from parent, and are not kept: unmapped as soon as they are
+// released. For a large state the copy kept between recovery points
+// would be a whole state held idle for the run (on Go's heap, twice
+// that with the collector's slack), and an encoder that releases the
+// snapshot as it encodes it (state.EncodeAllTo) then holds the snapshot
+// and its blob in about one copy's memory. The price is fresh pages at
+// every snapshot of a large state. Smaller buffers, and so every buffer
+// of a small state, come from parent and are kept as above.
 type snapBuffers struct {
 	parent memory.Allocator
 
@@ -26,6 +39,10 @@ type snapBuffers struct {
 	held   int      // bytes in free
 	keep   int      // most bytes free may hold
 	closed bool
+	// mapped holds the mapped buffers handed out, by first byte. A
+	// Buffer refers to its allocator, so a buffer still in use keeps this
+	// map, and with it the mapping, alive.
+	mapped map[*byte]*offheap.Array[byte]
 }
 
 func newSnapBuffers(parent memory.Allocator) *snapBuffers {
@@ -64,8 +81,17 @@ func (s *snapBuffers) Allocate(size int) []byte {
 		s.mu.Unlock()
 		return b
 	}
+	if size < offheap.MinBytes {
+		s.mu.Unlock()
+		return s.parent.Allocate(size)
+	}
+	m := offheap.New[byte](size)
+	if s.mapped == nil {
+		s.mapped = map[*byte]*offheap.Array[byte]{}
+	}
+	s.mapped[unsafe.SliceData(m.S)] = m
 	s.mu.Unlock()
-	return s.parent.Allocate(size)
+	return m.S
 }
 
 func (s *snapBuffers) Reallocate(size int, b []byte) []byte {
@@ -82,7 +108,7 @@ func (s *snapBuffers) Reallocate(size int, b []byte) []byte {
 // operator is closed or enough is kept already.
 func (s *snapBuffers) Free(b []byte) {
 	s.mu.Lock()
-	if !s.closed && s.held+len(b) <= s.keep {
+	if b = s.freeMappedLocked(b); b != nil && !s.closed && s.held+len(b) <= s.keep {
 		s.free = append(s.free, b)
 		s.held += len(b)
 		b = nil
@@ -93,11 +119,22 @@ func (s *snapBuffers) Free(b []byte) {
 	}
 }
 
+// freeMappedLocked unmaps b if it is a mapped buffer and returns nil, or
+// returns b, parent's.
+func (s *snapBuffers) freeMappedLocked(b []byte) []byte {
+	if m := s.mapped[unsafe.SliceData(b)]; m != nil {
+		delete(s.mapped, unsafe.SliceData(b))
+		m.Free()
+		return nil
+	}
+	return b
+}
+
 // close returns the kept memory to parent; buffers released later go
 // straight back to parent.
 func (s *snapBuffers) close() {
 	s.mu.Lock()
-	free := s.free
+	free := s.free // never mapped ones: those are not kept
 	s.free, s.held, s.closed = nil, 0, true
 	s.mu.Unlock()
 	for _, b := range free {

@@ -514,7 +514,8 @@ func EncodeDelta(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState,
 
 // DecodeDelta decodes an object written by EncodeDelta, or a plain
 // EncodeAll blob (every key group whole). The batches come from alloc and
-// the caller releases them. Any damage yields an error wrapping ErrCorrupt
+// the caller releases them; with alloc nil they point into data instead,
+// as DecodeAllShared's do. Any damage yields an error wrapping ErrCorrupt
 // and no batches.
 func DecodeDelta(data []byte, alloc memory.Allocator) (opID string, parts []operator.KeyGroupState, edits map[int]Edit, err error) {
 	if len(data) >= 4 && bytes.Equal(data[:4], magic[:]) {

@@ -71,6 +71,12 @@ func Encode(dst *bytes.Buffer, opID string, part operator.KeyGroupState) error {
 // reused across calls (Reset it first) so its memory is reused too. The
 // batches are only read; the caller still owns them.
 func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) error {
+	return encodeAll(dst, opID, parts, nil)
+}
+
+// encodeAll is EncodeAll, calling encoded(i) (when not nil) once part i is
+// written into dst.
+func encodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState, encoded func(i int)) error {
 	if len(opID) > maxOpIDLen {
 		return fmt.Errorf("encoding state: operator id is %d bytes, at most %d allowed", len(opID), maxOpIDLen)
 	}
@@ -95,7 +101,7 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 	start := dst.Len()
 	// Room for everything up front: the IPC writer issues many small writes
 	// and the buffer should not grow in steps while it does.
-	dst.Grow(fixedHeaderLen + len(opID) + 2*len(parts) + 8 + size + 512*(len(parts)+2) + trailerLen)
+	dst.Grow(encodedBound(opID, len(parts), size))
 	var hdr [fixedHeaderLen]byte
 	copy(hdr[:4], magic[:])
 	binary.LittleEndian.PutUint16(hdr[4:], FormatVersion)
@@ -119,8 +125,12 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 		// Plain fixed-width columns are written straight from their
 		// buffers; the allocator only backs bookkeeping.
 		w := ipc.NewWriter(&ipcOut, ipc.WithSchema(schema), ipc.WithAllocator(memory.DefaultAllocator))
-		for _, p := range parts {
-			if err := w.Write(p.Batch); err != nil {
+		for i, p := range parts {
+			err := w.Write(p.Batch) // copies the batch's buffers into dst
+			if err == nil && encoded != nil {
+				encoded(i)
+			}
+			if err != nil {
 				w.Close()
 				dst.Truncate(start)
 				return fmt.Errorf("encoding state of %s, key group %d: %w", opID, p.KeyGroup, err)
@@ -139,6 +149,46 @@ func EncodeAll(dst *bytes.Buffer, opID string, parts []operator.KeyGroupState) e
 	binary.LittleEndian.PutUint32(crc[:], sum)
 	dst.Write(crc[:])
 	return nil
+}
+
+// encodedBound is the most bytes a blob of n parts whose batches' buffers
+// hold size bytes takes: the IPC metadata of a batch of plain columns is
+// well under 512 bytes.
+func encodedBound(opID string, n, size int) int {
+	return fixedHeaderLen + len(opID) + 2*n + 8 + size + 512*(n+2) + trailerLen
+}
+
+// EncodeAllTo encodes parts as EncodeAll does and calls use with the blob,
+// which is valid only until use returns. It takes over parts: each batch
+// is released as soon as it is encoded (all of them by the time it
+// returns, on error too), so a large snapshot gives its memory back while
+// its blob fills, and the two together stay about one copy of the state
+// instead of two. use's error is returned as it is.
+//
+// The blob is on Go's heap, not mapped (package offheap) like the
+// snapshot: it goes to storage, and an S3 upload that is cancelled may
+// still be reading its body after Put returns (net/http closes a request
+// body in its own time), which memory unmapped at return would turn into
+// a crash.
+func EncodeAllTo(opID string, parts []operator.KeyGroupState, use func(blob []byte) error) error {
+	released := 0
+	defer func() { operator.ReleaseStates(parts[released:]) }()
+	size := 0
+	for _, p := range parts {
+		if p.Batch != nil {
+			size += batchBytes(p.Batch)
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, encodedBound(opID, len(parts), size)))
+	err := encodeAll(buf, opID, parts, func(i int) {
+		// Parts are encoded in order, so parts[:released] are released.
+		parts[i].Batch.Release()
+		released = i + 1
+	})
+	if err != nil {
+		return err
+	}
+	return use(buf.Bytes())
 }
 
 // batchBytes is the size of a batch's buffers, for sizing the output.
