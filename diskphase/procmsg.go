@@ -1,13 +1,13 @@
 package diskphase
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
 // The control messages between a coordinator and a worker process with
@@ -145,18 +145,6 @@ type procConfig struct {
 }
 
 // send sends m on c.
-func send(c interface{ SendControl([]byte) error }, m procMsg) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encoding a %s message: %w", m.Op, err)
-	}
-	return c.SendControl(b)
-}
+func send(c interface{ SendControl([]byte) error }, m procMsg) error { return wire.SendJSON(c, m) }
 
-func decodeMsg(b []byte) (procMsg, error) {
-	var m procMsg
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("a control message that is not one (%d bytes): %w", len(b), err)
-	}
-	return m, nil
-}
+func decodeMsg(b []byte) (procMsg, error) { return wire.DecodeJSON[procMsg](b) }

@@ -20,7 +20,6 @@ package microbatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -134,13 +133,7 @@ type procEncoded struct {
 	Edited []int  `json:"edited,omitempty"`
 }
 
-func sendMsg(c *wire.Conn, m procMsg) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encoding a %s message: %w", m.Op, err)
-	}
-	return c.SendControl(b)
-}
+func sendMsg(c *wire.Conn, m procMsg) error { return wire.SendJSON(c, m) }
 
 // answer is the answer to request m: failed with err, or succeeded.
 func answer(m procMsg, reply procMsg, err error) procMsg {
@@ -209,10 +202,4 @@ func (p *rpcPeer) delivered(a procMsg) {
 	}
 }
 
-func decodeMsg(b []byte) (procMsg, error) {
-	var m procMsg
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("a control message that is not one: %w", err)
-	}
-	return m, nil
-}
+func decodeMsg(b []byte) (procMsg, error) { return wire.DecodeJSON[procMsg](b) }

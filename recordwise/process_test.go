@@ -125,17 +125,8 @@ func TestWorkerProcessesStartFromTheirWelcomeAlone(t *testing.T) {
 					t.Fatalf("worker %d answered an unknown request with %s (%v), want a refusal", id, b, err)
 				}
 			}
-			if _, _, err := f.Kill(1); err != nil {
-				t.Fatal(err)
-			}
-			if acq, err := f.Replace(context.Background(), 1); err != nil || acq <= 0 {
-				t.Fatalf("replacement: acquire %v, %v", acq, err)
-			}
-			f.Close()
+			runtest.KillReplaceAndClose(t, f, 1)
 			closed = true
-			if kills := runtest.CheckNoOrphans(t, f.Ended()); kills != 1 || len(f.Ended()) != 3 {
-				t.Fatalf("%d of %d processes SIGKILLed, want 1 of 3", kills, len(f.Ended()))
-			}
 		})
 	}
 }

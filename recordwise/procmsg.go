@@ -13,9 +13,6 @@ package recordwise
 // stopped.
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -93,21 +90,9 @@ func (e *procEvent) coordEvent() coordEvent {
 	return coordEvent{kind: e.Kind, id: checkpoint.ID(e.ID), task: checkpoint.TaskID(e.Task), part: e.Part, m: e.Stats, reason: e.Reason}
 }
 
-func sendMsg(c *wire.Conn, m procMsg) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return c.SendControl(b)
-}
+func sendMsg(c *wire.Conn, m procMsg) error { return wire.SendJSON(c, m) }
 
-func decodeMsg(b []byte) (procMsg, error) {
-	var m procMsg
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("a control message that is not one (%d bytes): %w", len(b), err)
-	}
-	return m, nil
-}
+func decodeMsg(b []byte) (procMsg, error) { return wire.DecodeJSON[procMsg](b) }
 
 // The wire data channels of an attempt: a link's is its id under the
 // attempt, a sink writer's in the upper half. Ids are never reused on a

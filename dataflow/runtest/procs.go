@@ -1,6 +1,7 @@
 package runtest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -66,4 +67,22 @@ func CheckNoOrphans(t testing.TB, ended []run.ProcEnd) (sigkilled int) {
 		}
 	}
 	return sigkilled
+}
+
+// KillReplaceAndClose SIGKILLs fleet f's worker w, starts its
+// replacement (whose acquire must be measured), closes the fleet, and
+// checks that of the three processes it then started exactly the killed
+// one ended by SIGKILL and none outlived it (CheckNoOrphans).
+func KillReplaceAndClose(t testing.TB, f *run.Fleet, w int) {
+	t.Helper()
+	if _, _, err := f.Kill(w); err != nil {
+		t.Fatal(err)
+	}
+	if acq, err := f.Replace(context.Background(), w); err != nil || acq <= 0 {
+		t.Fatalf("replacement: acquire %v, %v", acq, err)
+	}
+	f.Close()
+	if kills := CheckNoOrphans(t, f.Ended()); kills != 1 || len(f.Ended()) != 3 {
+		t.Fatalf("%d of %d processes SIGKILLed, want 1 of 3", kills, len(f.Ended()))
+	}
 }
