@@ -458,24 +458,26 @@ func SendFailed(c *wire.Conn, why error) error {
 	return sendReady(c, readyMsg{Op: opFailed, Text: why.Error()})
 }
 
-func sendReady(c *wire.Conn, m readyMsg) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return c.SendControl(b)
-}
+func sendReady(c *wire.Conn, m readyMsg) error { return wire.SendJSON(c, m) }
 
 // awaitReady waits for worker id's first message.
 func awaitReady(ctx context.Context, c *wire.Conn, id int) error {
 	b, err := c.Control(ctx)
+	if err != nil && ctx.Err() != nil && c.Err() == nil {
+		// ctx ends when the process exits, and a worker that could not
+		// start says why and exits: its words may still be on their way,
+		// ahead of its connection's end, which Control returns after them.
+		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		b, err = c.Control(dctx)
+		cancel()
+	}
 	if err != nil {
 		return fmt.Errorf("worker process %d joined but never said it was ready: %w", id, err)
 	}
-	var m readyMsg
-	switch err := json.Unmarshal(b, &m); {
+	m, err := wire.DecodeJSON[readyMsg](b)
+	switch {
 	case err != nil:
-		return fmt.Errorf("worker process %d: a first message that is not one (%d bytes): %w", id, len(b), err)
+		return fmt.Errorf("worker process %d's first message: %w", id, err)
 	case m.Op == opFailed:
 		return fmt.Errorf("worker process %d could not start: %s", id, m.Text)
 	case m.Op != opReady:
