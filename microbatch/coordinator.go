@@ -151,7 +151,7 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		waited = &report.Crash{At: crashed.At}
 		restoreStart = c.env.Replacement().Wait(ctx, waited, restoreStart)
 	}
-	read := c.counted.Read()
+	read := c.stateRead()
 	rp, err := c.restore(ctx)
 	if err != nil {
 		return err
@@ -165,7 +165,7 @@ func (c *coordinator) run(ctx context.Context, crashed *recovery, reprocessed in
 		tr.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: rp.LastCommitted, Note: "new coordinator"})
 	}
 	c.met.restoredFrom(rp.LastCommitted, c.ends)
-	c.met.recovered(oneOf(crashed), nil, waited, restoreStart, restored, reprocessed, c.counted.Read()-read)
+	c.met.recovered(oneOf(crashed), nil, waited, restoreStart, restored, reprocessed, c.stateRead()-read)
 	// Events are fed one at a time, in the order they arrive: those the
 	// actions return at once, then those of actions still in flight.
 	queue := []Event{Started{Now: time.Now(), LastCommitted: rp.LastCommitted, Rerun: rp.Rerun}}

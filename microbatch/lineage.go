@@ -236,7 +236,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	}
 	hw := c.takeDeaths(deadSet)
 	waited, start := c.replacement(ctx, noticed, scanned)
-	read := c.counted.Read()
+	read := c.stateRead()
 
 	// 1. Everything the dead workers held is dropped.
 	bd := se.bd
@@ -338,7 +338,7 @@ func (c *coordinator) rebuildRound(ctx context.Context, se *stageEnv, done int) 
 	// position and read again what the dead readers had read from there.
 	reread := c.reprocessedRecords(hw, func(w int) bool { return deadSet[w] }, false)
 	repaired, pending := c.takeRecoveries(scanned)
-	c.met.recovered(repaired, pending, waited, start, time.Now(), res.Loss.RecordsReread+reread, c.counted.Read()-read)
+	c.met.recovered(repaired, pending, waited, start, time.Now(), res.Loss.RecordsReread+reread, c.stateRead()-read)
 	c.env.Trace.Record(spacetime.Event{Kind: spacetime.Restore, Lane: coordinatorLane, Worker: -1, ID: c.committed,
 		Note: fmt.Sprintf("replaced the dead workers; batch %d goes on with the lost pieces rebuilt", c.cur.Batch)})
 	c.met.lostPieces(lostPieceReport{

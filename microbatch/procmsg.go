@@ -69,6 +69,9 @@ type procMsg struct {
 	// Rows (answer to reset): rows of state per stateful stage, in this
 	// worker's key groups.
 	Rows map[string]int64 `json:"rows,omitempty"`
+	// Read (answer to reset): the bytes of state the worker read from
+	// storage, which the coordinator bills as the restore's.
+	Read int64 `json:"read,omitempty"`
 
 	// avail (answer): the worker's partitions.
 	Avail []partAvail `json:"avail,omitempty"`

@@ -24,6 +24,7 @@ func (pw *procWorker) reset(ctx context.Context, m procMsg) (procMsg, error) {
 		}
 	}
 	pw.dropBatch()
+	read := pw.store.Read()
 	kgs := keygroup.RangeFor(pw.id, pw.cfg.Parallelism)
 	ls, err := loadState(ctx, pw.store, runPrefix(pw.topo.job.Name, pw.cfg.RunID), m.Index,
 		func(_ string, kg int) bool { return kg >= kgs.Start && kg < kgs.End }, pw.env.Alloc)
@@ -70,7 +71,7 @@ func (pw *procWorker) reset(ctx context.Context, m procMsg) (procMsg, error) {
 		}
 		rows[pw.topo.stages[si].ID] = n
 	}
-	return procMsg{Rows: rows}, nil
+	return procMsg{Rows: rows, Read: pw.store.Read() - read}, nil
 }
 
 // drop closes the operators and readers the worker holds, if any.

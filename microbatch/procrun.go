@@ -34,6 +34,9 @@ type procRun struct {
 	// exchanged and sunk count the rows the workers sent up: for another
 	// worker (relayed down again) and for the sink.
 	exchanged, sunk atomic.Int64
+	// restored is the bytes of state the workers read restoring (their
+	// reset answers), added to what the coordinator read for a bill.
+	restored atomic.Int64
 
 	closeOnce sync.Once
 
@@ -329,12 +332,26 @@ func (c *coordinator) bindWorker(ctx context.Context, w *worker, reopen bool) er
 	if reopen {
 		m.Pace = c.schedules(w.id)
 	}
-	_, err := l.peer.call(ctx, m)
+	a, err := l.peer.call(ctx, m)
+	if err == nil {
+		c.proc.restored.Add(a.Read)
+	}
 	if l.broken() {
 		l.lost(w)
 		return nil
 	}
 	return err
+}
+
+// stateRead is the bytes of state read so far, for a restore's bill
+// (restore_bytes): the coordinator's reads, and with worker processes
+// what they read restoring.
+func (c *coordinator) stateRead() int64 {
+	n := c.counted.Read()
+	if c.proc != nil {
+		n += c.proc.restored.Load()
+	}
+	return n
 }
 
 // schedules are the paced partitions' schedules of worker's readers,

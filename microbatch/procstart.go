@@ -69,7 +69,7 @@ type procWorker struct {
 	id    int
 	env   *run.Env
 	topo  *topology
-	store storage.Store
+	store *storage.Counting // what a restore read is billed (reset's answer)
 	conn  *wire.Conn
 	peer  *rpcPeer
 	// ctx ends when the connection does (serve).
@@ -141,5 +141,5 @@ func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*pro
 		return nil, fmt.Errorf("read batch rows %d and prefetch records %d must be positive", cfg.ReadBatchRows, cfg.PrefetchRecords)
 	}
 	ok = true
-	return &procWorker{cfg: cfg, id: w.ID, env: env, topo: topo, store: env.PatientStore().Store()}, nil
+	return &procWorker{cfg: cfg, id: w.ID, env: env, topo: topo, store: storage.NewCounting(env.PatientStore().Store())}, nil
 }

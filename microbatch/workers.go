@@ -310,7 +310,7 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	} else {
 		waited, start = c.replacement(ctx, noticed, scanned)
 	}
-	read := c.counted.Read()
+	read := c.stateRead()
 	var need []int
 	for _, w := range c.workers {
 		if dead[w.id] {
@@ -359,7 +359,7 @@ func (c *coordinator) rebuild(ctx context.Context, r Rebuild) (Event, error) {
 	}
 	reprocessed := c.reprocessedRecords(hw, func(w int) bool { return dead[w] }, r.Rollback && r.Failed >= 0)
 	repaired, pending := c.takeRecoveries(scanned)
-	c.met.recovered(repaired, pending, waited, start, time.Now(), reprocessed, c.counted.Read()-read)
+	c.met.recovered(repaired, pending, waited, start, time.Now(), reprocessed, c.stateRead()-read)
 	if tr := c.env.Trace; tr != nil {
 		note := "replaced the dead workers"
 		if r.Rollback {
