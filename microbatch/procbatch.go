@@ -21,29 +21,42 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/operator"
 )
 
-// onEach calls fn for every worker at once; a worker whose process is
-// gone gets errWorkerKilled, and its coordinator's worker dies with it.
-func (c *coordinator) onEach(fn func(w *worker, l *procLink) error) []error {
+// everyLive calls fn for every worker at once, and errWorkerKilled is a
+// dead worker's error.
+func (c *coordinator) everyLive(fn func(w *worker) error) []error {
 	errs := make([]error, len(c.workers))
 	var wg sync.WaitGroup
 	for i, w := range c.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := w.link
-			if w.dead() || l == nil {
+			if w.dead() {
 				errs[i] = errWorkerKilled
 				return
 			}
-			errs[i] = fn(w, l)
-			if errs[i] != nil && (errors.Is(errs[i], errPeerGone) || l.broken()) {
-				l.lost(w)
-				errs[i] = errWorkerKilled
-			}
+			errs[i] = fn(w)
 		}()
 	}
 	wg.Wait()
 	return errs
+}
+
+// onEach calls fn for every worker's process at once; a worker whose
+// process is gone gets errWorkerKilled, and its coordinator's worker dies
+// with it.
+func (c *coordinator) onEach(fn func(w *worker, l *procLink) error) []error {
+	return c.everyLive(func(w *worker) error {
+		l := w.link
+		if l == nil {
+			return errWorkerKilled
+		}
+		err := fn(w, l)
+		if err != nil && (errors.Is(err, errPeerGone) || l.broken()) {
+			l.lost(w)
+			return errWorkerKilled
+		}
+		return err
+	})
 }
 
 // firstError is the first error that is not a death.
@@ -143,21 +156,7 @@ func (c *coordinator) procBegin(ctx context.Context, seq int64) error {
 func (c *coordinator) procStage(ctx context.Context, se *stageEnv, si int, seq int64) []error {
 	st := c.topo.stages[si]
 	if st.Kind == job.SinkStage {
-		errs := make([]error, len(c.workers))
-		var wg sync.WaitGroup
-		for i, w := range c.workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if w.dead() {
-					errs[i] = errWorkerKilled
-					return
-				}
-				errs[i] = w.runStage(se, si)
-			}()
-		}
-		wg.Wait()
-		return errs
+		return c.everyLive(func(w *worker) error { return w.runStage(se, si) })
 	}
 	var mu sync.Mutex
 	errs := c.onEach(func(w *worker, l *procLink) error {

@@ -3,14 +3,10 @@ package microbatch
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -28,18 +24,7 @@ func testWorkerCommand() *run.WorkerCommand { return runtest.WorkerCommand(testW
 func preparedEnv(t *testing.T, sc *scenario) (*run.Env, *options) {
 	t.Helper()
 	cfg := sc.config(t)
-	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	env, err := run.Prepare(context.Background(), cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
-	if err != nil {
-		t.Fatalf("prepare: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Close(); err != nil {
-			t.Errorf("closing env: %v", err)
-		}
-		alloc.AssertSize(t, 0)
-	})
-	env.WorkerCommand = testWorkerCommand()
+	env := runtest.PrepareWithWorkers(t, cfg, testWorkerEnv)
 	opts, err := Options{}.resolve(env.Config)
 	if err != nil {
 		t.Fatal(err)

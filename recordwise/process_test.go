@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -34,18 +30,7 @@ func testWorkerCommand() *run.WorkerCommand { return runtest.WorkerCommand(testW
 func preparedEnv(t *testing.T, sc *scenario) (*run.Env, *options, *plan) {
 	t.Helper()
 	cfg := sc.config(t)
-	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	env, err := run.Prepare(context.Background(), cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
-	if err != nil {
-		t.Fatalf("prepare: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Close(); err != nil {
-			t.Errorf("closing env: %v", err)
-		}
-		alloc.AssertSize(t, 0)
-	})
-	env.WorkerCommand = testWorkerCommand()
+	env := runtest.PrepareWithWorkers(t, cfg, testWorkerEnv)
 	opts, err := sc.opts.resolve(env.Config)
 	if err != nil {
 		t.Fatal(err)

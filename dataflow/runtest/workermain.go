@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -59,4 +60,24 @@ func WorkerMain(pw run.ProcessWorker) int {
 		return 3
 	}
 	return 0
+}
+
+// PrepareWithWorkers prepares a run of cfg on a checked allocator, with
+// the test binary as its worker command (WorkerCommand(env)); the run is
+// closed, and its allocator checked to be at zero, when the test ends.
+func PrepareWithWorkers(t testing.TB, cfg run.Config, env string) *run.Env {
+	t.Helper()
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	e, err := run.Prepare(context.Background(), cfg, alloc, slog.New(slog.NewTextHandler(io.Discard, nil)), true, run.OutputResume)
+	if err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("closing env: %v", err)
+		}
+		alloc.AssertSize(t, 0)
+	})
+	e.WorkerCommand = WorkerCommand(env)
+	return e
 }
