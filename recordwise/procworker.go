@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -80,16 +79,9 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 	pw, err := startWorkerSide(ctx, cfg, w)
 	if err != nil {
 		err = fmt.Errorf("recordwise worker %d: %w", w.ID, err)
-		if run.SendFailed(c, err) == nil {
-			// Exit only once the coordinator has hung up: the fleet stops
-			// waiting for a start when the process exits, and could miss
-			// the reason sent just before.
-			wait, cancel := context.WithTimeout(ctx, 5*time.Second)
-			for c.Err() == nil && wait.Err() == nil {
-				_, _ = c.Control(wait)
-			}
-			cancel()
-		}
+		// The fleet hears the reason even if this process exits at once
+		// (run.Fleet's awaitReady).
+		_ = run.SendFailed(c, err)
 		return err
 	}
 	pw.conn = c
