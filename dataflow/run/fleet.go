@@ -219,6 +219,14 @@ func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 	}
 	for len(procs) > 0 {
 		c, hello, err := f.l.Accept(actx)
+		if err != nil && actx.Err() != nil && ctx.Err() == nil {
+			// A process that exits ends the wait (above), and one that
+			// joined, said why it cannot start and exited at once may
+			// have its connection waiting here still, with the reason.
+			gctx, gcancel := context.WithTimeout(context.Background(), time.Second)
+			c, hello, err = f.l.Accept(gctx)
+			gcancel()
+		}
 		if err != nil {
 			for id, proc := range procs {
 				if proc == nil {
@@ -463,7 +471,7 @@ func sendReady(c *wire.Conn, m readyMsg) error { return wire.SendJSON(c, m) }
 // awaitReady waits for worker id's first message.
 func awaitReady(ctx context.Context, c *wire.Conn, id int) error {
 	b, err := c.Control(ctx)
-	if err != nil && ctx.Err() != nil && c.Err() == nil {
+	if err != nil && ctx.Err() != nil {
 		// ctx ends when the process exits, and a worker that could not
 		// start says why and exits: its words may still be on their way,
 		// ahead of its connection's end, which Control returns after them.

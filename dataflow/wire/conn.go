@@ -197,6 +197,11 @@ func (c *Conn) Control(ctx context.Context) ([]byte, error) {
 		}
 		return nil, c.Err()
 	case <-ctx.Done():
+		select { // a message that has arrived is not lost to the deadline
+		case m := <-c.control:
+			return m, nil
+		default:
+		}
 		return nil, ctx.Err()
 	}
 }
