@@ -79,11 +79,13 @@ type Recorder struct {
 	// and replaying the lanes re-reading it (see Read).
 	read      map[string]int64
 	replaying map[string]bool
+	// dirty are the read marks moved since the last Drain (forward.go).
+	dirty map[string]bool
 }
 
 // NewRecorder starts the clock.
 func NewRecorder(start time.Time) *Recorder {
-	return &Recorder{start: start, seen: map[string]bool{}, read: map[string]int64{}, replaying: map[string]bool{}}
+	return &Recorder{start: start, seen: map[string]bool{}, read: map[string]int64{}, replaying: map[string]bool{}, dirty: map[string]bool{}}
 }
 
 // Enabled says events are recorded, so a caller can skip building them.
@@ -139,6 +141,7 @@ func (r *Recorder) Read(lane, part string, start, end int64) bool {
 	replay := seen && start < high
 	if end > high || !seen {
 		r.read[key] = end
+		r.dirty[key] = true
 	}
 	var add []Event
 	if replay && !r.replaying[key] {
