@@ -16,14 +16,15 @@ soak:
 demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
-## bench: the standard suite, about 6 minutes: every executor three times, interleaved, one crash
-## each (results, plots and report.html in rewind-bench/), then COST: every executor unpaced at
-## parallelism 1 and 2 against one thread, every job (rewind-bench/cost/), then the latency table
-## of docs/benchmarks.md (about a minute: six rewind runs, rewind-bench/latency/)
+## bench: the standard suite, about 8 minutes: every executor three times on worker processes,
+## interleaved, one crash each (results, plots and report.html in rewind-bench/), then COST: every
+## executor unpaced at parallelism 1 and 2 against one thread, every job, inproc and on worker
+## processes (rewind-bench/cost/), then the latency table of docs/benchmarks.md, inproc and on
+## worker processes (about two minutes: twelve rewind runs, rewind-bench/latency/)
 bench:
 	$(GO) run ./cmd/rewind bench --workers process --repeat 3 --out rewind-bench
-	$(GO) run ./cmd/rewind bench cost --out rewind-bench/cost
-	$(GO) run ./cmd/rewind bench latency --out rewind-bench/latency
+	$(GO) run ./cmd/rewind bench cost --workers inproc,process --out rewind-bench/cost
+	$(GO) run ./cmd/rewind bench latency --workers inproc,process --out rewind-bench/latency
 
 ## bench-state: the state table of docs/benchmarks.md (rewind-bench/state/): every executor on
 ## keyed-count and windowed-sum at 100 k, 1 M and 10 M keys, one crash each; long (the 10 M-key

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -37,8 +38,10 @@ type CostPlan struct {
 	Parallelisms []int
 	// Records is the input's length, summed over the job's inputs.
 	Records int64
-	// Repeat runs everything this many times, interleaved; the figures
-	// are medians.
+	// Workers are where each contestant's workers run, each measured in
+	// turn (nil: Config.Workers alone). A contestant whose executor cannot
+	// run worker processes is measured inproc only.
+	Workers []run.WorkerMode
 }
 
 // CostResults are what `rewind bench cost` measured (cost.json).
@@ -57,6 +60,9 @@ type CostRow struct {
 	Job         string `json:"job"`
 	Contestant  string `json:"contestant"`
 	Parallelism int    `json:"parallelism"`
+	// Workers is process for a run with worker processes (empty:
+	// inproc).
+	Workers string `json:"workers,omitempty"`
 	// Reference marks the single-threaded reference's row.
 	Reference bool `json:"reference,omitempty"`
 	// RPS are the records per second of each repeat (input records over
@@ -66,6 +72,10 @@ type CostRow struct {
 	// VsReference is MedianRPS over the reference's median for the same
 	// job: the COST ratio (≥ 1 means it beats one thread).
 	VsReference float64 `json:"vs_reference"`
+	// VsInproc is, for a row with worker processes, MedianRPS over the
+	// same contestant's inproc row in the same run: the price of the
+	// process boundary (0 when there is none to compare with).
+	VsInproc float64 `json:"vs_inproc,omitempty"`
 	// Wrong counts runs whose resolved output differed from the
 	// reference's; Error is the first run's failure, if one failed.
 	Wrong int    `json:"wrong"`
@@ -96,56 +106,56 @@ func RunCost(ctx context.Context, p CostPlan) (*CostResults, error) {
 	res := &CostResults{Version: CostVersion, Started: time.Now().UTC(), Command: p.Command,
 		Machine: machineOf(p.storageFor("")), Records: p.Records}
 	rows := map[string]*CostRow{}
-	row := func(j, c string, par int) *CostRow {
-		k := costKey(j, c, par)
+	row := func(j string, c costSeat) *CostRow {
+		k := c.key(j)
 		if rows[k] == nil {
-			rows[k] = &CostRow{Job: j, Contestant: c, Parallelism: par}
+			rows[k] = &CostRow{Job: j, Contestant: c.name, Parallelism: c.par, Workers: c.workers()}
 		}
 		return rows[k]
 	}
-	total := p.Repeat * len(p.Jobs) * (1 + len(p.Contestants)*len(p.Parallelisms))
+	refSeat := costSeat{name: ref.Name(), par: 1}
+	seats := p.seats()
+	total := p.Repeat * len(p.Jobs) * (1 + len(seats))
 	n := 0
 	for r := range p.Repeat {
 		for _, j := range p.Jobs {
 			inputs := costInputs(j, p.Config.Seed, p.Records)
 			n++
-			want, rps, err := p.costRun(ctx, j, ref.Name(), nil, 1, inputs, nil, fmt.Sprintf("cost-%s-ref-%d", j, r))
+			want, rps, err := p.costRun(ctx, j, ref.Name(), nil, refSeat, inputs, nil, fmt.Sprintf("cost-%s-ref-%d", j, r))
 			if err != nil {
 				return nil, fmt.Errorf("reference run of %s: %w", j, err)
 			}
-			rr := row(j, ref.Name(), 1)
+			rr := row(j, refSeat)
 			rr.Reference = true
 			rr.RPS = append(rr.RPS, rps)
-			p.costSay(n, total, j, ref.Name(), 1, rps, "")
-			for _, c := range p.Contestants {
-				for _, par := range p.Parallelisms {
-					n++
-					label := fmt.Sprintf("cost-%s-%s-p%d-%d", j, strings.ReplaceAll(c.Name(), "/", "-"), par, r)
-					_, rps, err := p.costRun(ctx, j, c.Executor, p.optionsOf(c), par, inputs, want, label)
-					cr := row(j, c.Name(), par)
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
-					switch {
-					case err == errWrongResult:
-						cr.Wrong++
-						cr.RPS = append(cr.RPS, rps)
-					case err != nil:
-						if cr.Error == "" {
-							cr.Error = firstLine(err.Error())
-						}
-					default:
-						cr.RPS = append(cr.RPS, rps)
-					}
-					p.costSay(n, total, j, c.Name(), par, rps, errText(err))
+			p.costSay(n, total, j, refSeat, rps, "")
+			for _, seat := range seats {
+				n++
+				label := fmt.Sprintf("cost-%s-%s-%d", j, seat.label(), r)
+				_, rps, err := p.costRun(ctx, j, seat.c.Executor, p.optionsOf(seat.c), seat, inputs, want, label)
+				cr := row(j, seat)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
 				}
+				switch {
+				case err == errWrongResult:
+					cr.Wrong++
+					cr.RPS = append(cr.RPS, rps)
+				case err != nil:
+					if cr.Error == "" {
+						cr.Error = firstLine(err.Error())
+					}
+				default:
+					cr.RPS = append(cr.RPS, rps)
+				}
+				p.costSay(n, total, j, seat, rps, errText(err))
 			}
 		}
 	}
-	// Per job, the reference, then every contestant at every parallelism.
+	// Per job, the reference, then every seat in order.
 	for _, j := range p.Jobs {
-		for _, k := range costKeys(j, ref.Name(), p.Contestants, p.Parallelisms) {
-			cr := *rows[k]
+		for _, seat := range append([]costSeat{refSeat}, seats...) {
+			cr := *rows[seat.key(j)]
 			if len(cr.RPS) > 0 {
 				cr.MedianRPS = StatOf(cr.RPS).Median
 			}
@@ -158,25 +168,78 @@ func RunCost(ctx context.Context, p CostPlan) (*CostResults, error) {
 			refRPS[cr.Job] = cr.MedianRPS
 		}
 	}
+	inproc := map[string]float64{}
+	for _, cr := range res.Rows {
+		if cr.Workers == "" {
+			inproc[costKey(cr.Job, cr.Contestant, cr.Parallelism)] = cr.MedianRPS
+		}
+	}
 	for k := range res.Rows {
-		if ref := refRPS[res.Rows[k].Job]; ref > 0 {
-			res.Rows[k].VsReference = res.Rows[k].MedianRPS / ref
+		cr := &res.Rows[k]
+		if ref := refRPS[cr.Job]; ref > 0 {
+			cr.VsReference = cr.MedianRPS / ref
+		}
+		if in := inproc[costKey(cr.Job, cr.Contestant, cr.Parallelism)]; cr.Workers != "" && in > 0 {
+			cr.VsInproc = cr.MedianRPS / in
 		}
 	}
 	return res, nil
 }
 
-func costKey(j, c string, par int) string { return fmt.Sprintf("%s|%s|%d", j, c, par) }
+// costSeat is one contestant at one parallelism with its workers in one
+// place: a row of every job's table.
+type costSeat struct {
+	c    Contestant
+	name string
+	par  int
+	mode run.WorkerMode
+}
 
-func costKeys(j, ref string, cs []Contestant, pars []int) []string {
-	out := []string{costKey(j, ref, 1)}
-	for _, c := range cs {
-		for _, par := range pars {
-			out = append(out, costKey(j, c.Name(), par))
+func (s costSeat) workers() string {
+	if s.mode == run.WorkersProcess {
+		return string(s.mode)
+	}
+	return ""
+}
+
+func (s costSeat) key(j string) string { return costKey(j, s.name, s.par) + "|" + s.workers() }
+
+// label names the seat's scratch directory.
+func (s costSeat) label() string {
+	l := fmt.Sprintf("%s-p%d", strings.ReplaceAll(s.name, "/", "-"), s.par)
+	if s.workers() != "" {
+		l += "-" + s.workers()
+	}
+	return l
+}
+
+// String is how progress lines and the table name the seat.
+func (s costSeat) String() string {
+	return CostRow{Contestant: s.name, Workers: s.workers()}.seatName()
+}
+
+// seats are every contestant at every parallelism in every worker mode
+// its executor has, workers outermost, so a table reads inproc first.
+func (p CostPlan) seats() []costSeat {
+	modes := p.Workers
+	if len(modes) == 0 {
+		modes = []run.WorkerMode{cmp.Or(p.Config.Workers, run.WorkersInproc)}
+	}
+	var out []costSeat
+	for _, m := range modes {
+		for _, c := range p.Contestants {
+			if m == run.WorkersProcess && !p.Executors[c.Executor].Traits().ProcessWorkers {
+				continue
+			}
+			for _, par := range p.Parallelisms {
+				out = append(out, costSeat{c: c, name: c.Name(), par: par, mode: m})
+			}
 		}
 	}
 	return out
 }
+
+func costKey(j, c string, par int) string { return fmt.Sprintf("%s|%s|%d", j, c, par) }
 
 // errWrongResult marks a COST run whose output differed from the
 // reference's: its speed is kept, flagged.
@@ -192,9 +255,10 @@ func errText(err error) string {
 // costRun runs one executor over inputs to the end and returns its
 // resolved output and records per second; with want, a differing output
 // is errWrongResult.
-func (p CostPlan) costRun(ctx context.Context, j, executor string, opts run.Options, par int, inputs map[string]string, want *sink.Table, label string) (*sink.Table, float64, error) {
+func (p CostPlan) costRun(ctx context.Context, j, executor string, opts run.Options, seat costSeat, inputs map[string]string, want *sink.Table, label string) (*sink.Table, float64, error) {
 	cfg := p.Config
-	cfg.Job, cfg.Executor, cfg.Options, cfg.Parallelism, cfg.Inputs, cfg.Fails = j, executor, opts, par, inputs, nil
+	cfg.Job, cfg.Executor, cfg.Options, cfg.Parallelism, cfg.Inputs, cfg.Fails = j, executor, opts, seat.par, inputs, nil
+	cfg.Workers = cmp.Or(seat.mode, run.WorkersInproc)
 	cfg.Output, cfg.Storage = filepath.Join(p.Scratch, label, "out"), p.storageFor(label)
 	exec := p.Executors[executor]
 	s, got, err := p.runOnce(ctx, cfg, exec != nil && !exec.Traits().Reference)
@@ -211,7 +275,8 @@ func (p CostPlan) costRun(ctx context.Context, j, executor string, opts run.Opti
 	return got, rps, nil
 }
 
-func (p CostPlan) costSay(n, total int, j, c string, par int, rps float64, problem string) {
+func (p CostPlan) costSay(n, total int, j string, seat costSeat, rps float64, problem string) {
+	c, par := seat.String(), seat.par
 	if p.Progress == nil {
 		return
 	}

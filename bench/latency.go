@@ -29,6 +29,9 @@ type LatencyCase struct {
 	// interval, 1 s").
 	TargetP99Ms float64 `json:"target_p99_ms,omitempty"`
 	Target      string  `json:"target"`
+	// Workers is where the run's workers are (--workers: inproc or
+	// process), so a table can set one mode's rows against the other's.
+	Workers string `json:"workers,omitempty"`
 }
 
 // LatencyPlan is one latency table.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,11 +47,12 @@ func (r *CostResults) writeCSV(path string) error {
 		return err
 	}
 	w := csv.NewWriter(fh)
-	_ = w.Write([]string{"job", "contestant", "parallelism", "median_rps", "vs_reference", "repeats", "wrong", "error"})
+	_ = w.Write([]string{"job", "contestant", "parallelism", "median_rps", "vs_reference", "repeats", "wrong", "error", "workers", "vs_inproc"})
 	for _, row := range r.Rows {
 		_ = w.Write([]string{row.Job, row.Contestant, strconv.Itoa(row.Parallelism),
 			strconv.FormatFloat(row.MedianRPS, 'f', 0, 64), strconv.FormatFloat(row.VsReference, 'f', 3, 64),
-			strconv.Itoa(len(row.RPS)), strconv.Itoa(row.Wrong), row.Error})
+			strconv.Itoa(len(row.RPS)), strconv.Itoa(row.Wrong), row.Error, cmp.Or(row.Workers, "inproc"),
+			strconv.FormatFloat(row.VsInproc, 'f', 3, 64)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -73,7 +76,7 @@ func (r *CostResults) plotSeries() ([]string, []plots.CostSeries) {
 		if row.Reference {
 			continue
 		}
-		name := fmt.Sprintf("%s ×%d", row.Contestant, row.Parallelism)
+		name := fmt.Sprintf("%s ×%d", row.seatName(), row.Parallelism)
 		if ratio[name] == nil {
 			ratio[name] = map[string]float64{}
 			names = append(names, name)
@@ -87,7 +90,7 @@ func (r *CostResults) plotSeries() ([]string, []plots.CostSeries) {
 	}
 	out := make([]plots.CostSeries, len(names))
 	for i, n := range names {
-		out[i].Contestant, out[i].Parallelism = of[n].Contestant, of[n].Parallelism
+		out[i].Contestant, out[i].Parallelism = of[n].seatName(), of[n].Parallelism
 		for _, j := range jobs {
 			v, ok := ratio[n][j]
 			if !ok {
@@ -104,7 +107,12 @@ func (r *CostResults) plotSeries() ([]string, []plots.CostSeries) {
 func (r *CostResults) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "COST: %d records per job, unpaced, no crash; throughput over the single-threaded reference's\n\n", r.Records)
-	fmt.Fprintf(&b, "%-13s %-22s %5s %12s %8s  %s\n", "job", "contestant", "par", "M records/s", "× ref", "")
+	processes := slices.ContainsFunc(r.Rows, func(row CostRow) bool { return row.Workers != "" })
+	inproc := ""
+	if processes {
+		inproc = "× inproc"
+	}
+	fmt.Fprintf(&b, "%-13s %-41s %5s %12s %8s %9s  %s\n", "job", "contestant", "par", "M records/s", "× ref", inproc, "")
 	for _, row := range r.Rows {
 		note := ""
 		switch {
@@ -117,9 +125,22 @@ func (r *CostResults) WriteTable(w io.Writer) error {
 		if row.Reference {
 			ratio = "1"
 		}
-		fmt.Fprintf(&b, "%-13s %-22s %5d %12.2f %8s  %s\n", row.Job, row.Contestant, row.Parallelism, row.MedianRPS/1e6, ratio, note)
+		vsInproc := ""
+		if row.VsInproc > 0 {
+			vsInproc = fmt.Sprintf("%.2f", row.VsInproc)
+		}
+		fmt.Fprintf(&b, "%-13s %-41s %5d %12.2f %8s %9s  %s\n", row.Job, row.seatName(), row.Parallelism, row.MedianRPS/1e6, ratio, vsInproc, note)
 	}
 	fmt.Fprintf(&b, "\nreplay: %s\n", r.Command)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// seatName is the row's contestant, marked when its workers were
+// processes.
+func (row CostRow) seatName() string {
+	if row.Workers != "" {
+		return row.Contestant + " (worker processes)"
+	}
+	return row.Contestant
 }

@@ -15,12 +15,13 @@ import (
 
 	"github.com/rewind-engine/rewind/bench"
 	"github.com/rewind-engine/rewind/dataflow/job"
+	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 // newBenchCostCmd is `rewind bench cost`: McSherry's COST, how many cores
 // each executor needs to beat one good thread.
 func newBenchCostCmd(stdout, stderr io.Writer) *cobra.Command {
-	var jobs, contestants, pars, out, sinkMode string
+	var jobs, contestants, pars, out, sinkMode, workers string
 	var records int64
 	var repeat int
 	var seed int64
@@ -36,12 +37,15 @@ where a parallel run starts to pay for its cores (McSherry, Isard and
 Murray's COST). Every output is checked against the reference's; a wrong
 one is flagged. The executors run with their default settings (recordwise
 checkpoints every 1s, microbatch triggers every 100ms, diskphase one
-finite job).
+finite job). With --workers inproc,process every contestant that can runs
+a second time with its workers as processes of this binary, and the table
+sets that throughput against its inproc one (× inproc).
 
 Writes cost.json, cost.csv and cost.svg/png into --out and prints the
 table. Exit status 1 when a run failed or produced a wrong result.`,
 		Example: `  rewind bench cost                                   # every job, every executor, parallelism 1 and 2
-  rewind bench cost --jobs keyed-count --records 4000000 --repeat 3`,
+  rewind bench cost --jobs keyed-count --records 4000000 --repeat 3
+  rewind bench cost --jobs keyed-count --parallelism 2 --workers inproc,process`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fl := cmd.Flags()
@@ -69,6 +73,15 @@ table. Exit status 1 when a run failed or produced a wrong result.`,
 			if err != nil {
 				return usageError{err}
 			}
+			modes, err := parseWorkerModes(workers)
+			if err != nil {
+				return err
+			}
+			if slices.Contains(modes, run.WorkersProcess) {
+				if _, err := processContestants(run.Config{Workers: run.WorkersProcess}, cs, fl.Changed("executors"), stderr); err != nil {
+					return err
+				}
+			}
 			// The executors' defaults, as rewind run has them.
 			f := &runFlags{barriers: "aligned", summary: "text"}
 			f.addJobFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
@@ -82,8 +95,8 @@ table. Exit status 1 when a run failed or produced a wrong result.`,
 				return err
 			}
 			defer os.RemoveAll(scratch)
-			p := bench.CostPlan{Jobs: js, Parallelisms: ps, Records: records,
-				Plan: bench.Plan{Config: cfg, Contestants: cs, Options: f.allOptions(), Repeat: repeat,
+			p := bench.CostPlan{Jobs: js, Parallelisms: ps, Records: records, Workers: modes,
+				Plan: bench.Plan{Config: cfg, Contestants: cs, Options: f.allOptions(), Repeat: repeat, WorkerCommand: f.workerCommand(cfg),
 					Command: replayCommandOf(fl, "rewind bench cost"), Scratch: scratch, Executors: executors,
 					Alloc: memory.NewGoAllocator(), Log: traceLogger(verbose, stderr), Progress: stderr}}
 			res, err := bench.RunCost(cmd.Context(), p)
@@ -108,6 +121,7 @@ table. Exit status 1 when a run failed or produced a wrong result.`,
 	fl.StringVar(&sinkMode, "sink-mode", "append", "delivery contract: append, idempotent, transactional")
 	fl.Int64Var(&seed, "seed", 1, "seed of the generated input")
 	fl.StringVar(&out, "out", "rewind-bench/cost", "directory for cost.json, cost.csv and the figure")
+	fl.StringVar(&workers, "workers", "inproc", "where the contestants' workers run: inproc, process (real worker processes), or inproc,process for both in one run (× inproc is then the price of the process boundary)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log executor details to stderr")
 	return cmd
 }

@@ -14,7 +14,7 @@ import (
 // newBenchLatencyCmd is `rewind bench latency`: issue #16's latency table,
 // each row one `rewind run` the user can paste.
 func newBenchLatencyCmd(stdout, stderr io.Writer) *cobra.Command {
-	var out string
+	var out, workers string
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "latency",
@@ -30,10 +30,13 @@ the checkpoint interval instead).
 Each row is one 'rewind run ... --summary json' started as a child
 process of this binary; its p50/p99/max latency (hand-over at the source to
 visible at the destination) and throughput are that command's own summary,
-and the table prints the command. Writes latency.json into --out and prints
+and the table prints the command. With --workers inproc,process every row is
+run twice, its workers in this process and as worker processes, for the
+price of the process boundary in one table. Writes latency.json into --out and prints
 the table as Markdown. Exit status 1 when a run failed.`,
 		Example: `  rewind bench latency
-  rewind bench latency --duration 10s --out rewind-bench/latency`,
+  rewind bench latency --duration 10s --out rewind-bench/latency
+  rewind bench latency --workers inproc,process`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if duration < 100*time.Millisecond || duration > time.Hour {
@@ -46,9 +49,15 @@ the table as Markdown. Exit status 1 when a run failed.`,
 			if err != nil {
 				return err
 			}
+			modes, err := parseWorkerModes(workers)
+			if err != nil {
+				return err
+			}
 			var cases []bench.LatencyCase
-			for _, e := range registry {
-				cases = append(cases, latencyCases(e, duration)...)
+			for _, m := range modes {
+				for _, e := range registry {
+					cases = append(cases, latencyCases(e, duration, m)...)
+				}
 			}
 			scratch, err := os.MkdirTemp("", "rewind-latency-")
 			if err != nil {
@@ -74,5 +83,6 @@ the table as Markdown. Exit status 1 when a run failed.`,
 	fl := cmd.Flags()
 	fl.DurationVar(&duration, "duration", 4*time.Second, "input of each run, as time at its rate")
 	fl.StringVar(&out, "out", "rewind-bench/latency", "directory for latency.json")
+	fl.StringVar(&workers, "workers", "inproc", "where the rows' workers run: inproc, process (real worker processes), or inproc,process for both side by side")
 	return cmd
 }

@@ -10,16 +10,19 @@ import (
 
 	"github.com/rewind-engine/rewind/bench"
 	"github.com/rewind-engine/rewind/dataflow/report"
+	"github.com/rewind-engine/rewind/dataflow/run"
 )
 
 // TestBenchLatencyFiguresAreTheRunsOwn: a short latency table, each row a
 // child `rewind run` (this test binary as the CLI). Every row's figures
 // must be the ones in the summary line its run printed, and the row's
-// command must be the run it started, output and storage aside.
+// command must be the run it started, output and storage aside. With
+// --workers inproc,process every row comes twice, the second time with
+// its workers as processes.
 func TestBenchLatencyFiguresAreTheRunsOwn(t *testing.T) {
 	t.Setenv(cliChildEnv, "1")
 	out := filepath.Join(t.TempDir(), "latency")
-	code, stdout, stderr := rewind(t, "bench", "latency", "--duration", "300ms", "--out", out)
+	code, stdout, stderr := rewind(t, "bench", "latency", "--duration", "300ms", "--workers", "inproc,process", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -32,11 +35,13 @@ func TestBenchLatencyFiguresAreTheRunsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cases []bench.LatencyCase
-	for _, e := range registry {
-		cases = append(cases, latencyCases(e, 300_000_000)...)
+	for _, m := range []run.WorkerMode{run.WorkersInproc, run.WorkersProcess} {
+		for _, e := range registry {
+			cases = append(cases, latencyCases(e, 300_000_000, m)...)
+		}
 	}
-	if len(res.Rows) != len(cases) || len(cases) != 6 {
-		t.Fatalf("%d rows for %d cases; want 6 (two executors, three sink modes)", len(res.Rows), len(cases))
+	if len(res.Rows) != len(cases) || len(cases) != 12 {
+		t.Fatalf("%d rows for %d cases; want 12 (two executors, three sink modes, two worker modes)", len(res.Rows), len(cases))
 	}
 	for i, row := range res.Rows {
 		var s report.Summary
@@ -52,6 +57,9 @@ func TestBenchLatencyFiguresAreTheRunsOwn(t *testing.T) {
 		want := bench.CommandLine(slices.Concat([]string{"run"}, cases[i].Args, []string{"--sink-mode", cases[i].SinkMode, "--summary", "json"}))
 		if !strings.HasPrefix(row.Command, want+" --output ") {
 			t.Errorf("row %d: command %q, want it to start %q", i+1, row.Command, want)
+		}
+		if inProcesses := strings.Contains(row.Command, " --workers process "); inProcesses != (i >= 6) || row.Workers != string(cases[i].Workers) {
+			t.Errorf("row %d (workers %q): command %q, want --workers process in rows 7-12 only", i+1, row.Workers, row.Command)
 		}
 		if !strings.Contains(stdout, "`"+row.Command+"`") {
 			t.Errorf("row %d's command is not in the table:\n%s", i+1, stdout)

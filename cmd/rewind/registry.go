@@ -56,9 +56,10 @@ func (f *runFlags) options(exec run.Executor) run.Options {
 // latencyCases are the runs `rewind bench latency` measures: each
 // executor at the setting its latency target was set for (issues #3, #4
 // and #16), keyed-count over 100 k keys in 2 partitions at parallelism
-// 2, every sink mode, each input as long as duration at its rate. An
-// executor without a latency target has none.
-func latencyCases(exec run.Executor, duration time.Duration) []bench.LatencyCase {
+// 2, every sink mode, each input as long as duration at its rate, with
+// its workers where workers says. An executor without a latency target
+// has none, nor one whose workers cannot be processes in process mode.
+func latencyCases(exec run.Executor, duration time.Duration, workers run.WorkerMode) []bench.LatencyCase {
 	var name string
 	var args []string
 	var rate, p99 float64
@@ -72,12 +73,19 @@ func latencyCases(exec run.Executor, duration time.Duration) []bench.LatencyCase
 	default:
 		return nil
 	}
+	if workers == run.WorkersProcess {
+		if !exec.Traits().ProcessWorkers {
+			return nil
+		}
+		name += ", worker processes"
+		args = append(slices.Clone(args), "--workers", "process")
+	}
 	records := int64(rate * duration.Seconds())
 	args = append(args, "--job", "keyed-count", "--parallelism", "2",
 		"--input", fmt.Sprintf("gen:records=%d,keys=100000,partitions=2,rate=%.0f", records, rate))
 	var out []bench.LatencyCase
 	for _, mode := range []string{"append", "transactional", "idempotent"} {
-		c := bench.LatencyCase{Name: name, SinkMode: mode, Args: args, Rate: rate,
+		c := bench.LatencyCase{Name: name, SinkMode: mode, Args: args, Rate: rate, Workers: string(workers),
 			TargetP99Ms: p99, Target: fmt.Sprintf("p99 ≤ %g ms", p99)}
 		if _, ok := exec.(recordwise.Executor); ok && mode == "transactional" {
 			// Rows are published when the checkpoint covering them

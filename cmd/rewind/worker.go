@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -188,4 +190,21 @@ func (f *runFlags) launchSettings(fl *pflag.FlagSet, m run.WorkerMode) error {
 		return usagef("invalid --worker-launch external: put the run's token in $%s (at least %d characters, e.g. openssl rand -hex 32) and give every worker the same", run.TokenEnv, run.MinTokenLen)
 	}
 	return nil
+}
+
+// parseWorkerModes is a bench subcommand's --workers: inproc, process,
+// or both comma-separated, each measured side by side in one run.
+func parseWorkerModes(list string) ([]run.WorkerMode, error) {
+	var out []run.WorkerMode
+	for _, s := range strings.Split(list, ",") {
+		m, err := run.ParseWorkerMode(strings.TrimSpace(s))
+		if err != nil {
+			return nil, usagef("invalid --workers %q: comma-separated, from inproc, process", list)
+		}
+		if slices.Contains(out, m) {
+			return nil, usagef("invalid --workers %q: %s twice", list, m)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
