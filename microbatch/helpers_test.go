@@ -73,6 +73,8 @@ type scenario struct {
 	// heartbeatTimeout declares a silent one dead (0: the default).
 	workers          run.WorkerMode
 	heartbeatTimeout time.Duration
+	// backToBack runs with a trigger of 0 instead of the tests' 1ms.
+	backToBack bool
 }
 
 type outcome struct {
@@ -107,10 +109,14 @@ func (sc *scenario) config(t testing.TB) run.Config {
 	if sc.params != nil {
 		p = *sc.params
 	}
+	trigger := time.Millisecond
+	if sc.backToBack {
+		trigger = 0
+	}
 	return run.Config{
 		Job: sc.job, Params: p, Executor: "microbatch", Inputs: sc.inputs, Output: sc.output,
 		OutputFormat: sink.Parquet, SinkMode: sc.mode, SinkRoll: sc.roll, Storage: sc.storage, Parallelism: sc.parallelism,
-		Options: Options{Trigger: time.Millisecond}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
+		Options: Options{Trigger: trigger}, Fails: sc.fails, Seed: 1, Progress: sc.progress, Resumed: sc.resumed,
 		DetectDelay: sc.detect, AcquireDelay: sc.acquire, Workers: sc.workers, HeartbeatTimeout: sc.heartbeatTimeout,
 	}
 }

@@ -51,7 +51,10 @@ type Options struct {
 	// PrefetchRecords and ReadBatchRows tune the readers (0: default).
 	PrefetchRecords int64
 	ReadBatchRows   int
-	// Trigger is the time between batches (--trigger).
+	// Trigger is the time between batches (--trigger). 0 here and in
+	// the flags runs them back to back: each batch is planned as soon as
+	// the one before it is sealed, and an idle source is polled every
+	// IdlePoll.
 	Trigger time.Duration
 	// IdleBatches runs a batch at every trigger even when there is no new
 	// input (to measure the fixed cost of a batch).
@@ -78,6 +81,8 @@ type testHooks struct {
 	noRestart bool
 	// onRun sees the positions of every batch attempt.
 	onRun func(e offsetsEntry, rerun bool)
+	// onTick sees every trigger the coordinator feeds its machine.
+	onTick func()
 	// onRetained sees every background retention pass that completed,
 	// with the last committed batch it kept to.
 	onRetained func(committed int64)

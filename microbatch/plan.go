@@ -38,6 +38,9 @@ func (c *coordinator) waitUntil(ctx context.Context, at time.Time) (Event, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.opts.hooks.onTick != nil {
+		c.opts.hooks.onTick()
+	}
 	return Tick{Now: time.Now()}, nil
 }
 

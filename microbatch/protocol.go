@@ -214,6 +214,9 @@ type Machine struct {
 	committed int64 // newest committed batch, -1 none
 	trigger   time.Duration
 	nextTick  time.Time
+	// tickAt is when the newest trigger fired, where an idle wait of a
+	// trigger of 0 counts from (IdlePoll).
+	tickAt time.Time
 	// offsetsDurable: offsets/batch is logged.
 	offsetsDurable bool
 	// stateDone, sinkDone: what of Sealing has finished.
@@ -236,7 +239,24 @@ type Machine struct {
 	out []Action
 }
 
-// NewMachine returns a machine in Idle waiting for Started.
+// IdlePoll is how long a machine with a trigger of 0 waits after a plan
+// found nothing to do. A trigger of 0 runs batches back to back, each
+// planned as soon as the one before it is sealed (as Spark does without
+// a trigger); with no new input that would plan empty batches in a busy
+// loop, so the source is polled at this interval instead.
+const IdlePoll = 10 * time.Millisecond
+
+// idleUntil is when an empty plan's wait ends: the next trigger, or with
+// a trigger of 0 one IdlePoll after the trigger that planned it.
+func (m *Machine) idleUntil() time.Time {
+	if m.trigger > 0 {
+		return m.nextTick
+	}
+	return m.tickAt.Add(IdlePoll)
+}
+
+// NewMachine returns a machine in Idle waiting for Started. A trigger of
+// 0 runs batches back to back (IdlePoll).
 func NewMachine(trigger time.Duration) *Machine {
 	return &Machine{state: Idle, committed: -1, batch: -1, trigger: trigger}
 }
@@ -305,7 +325,7 @@ func (m *Machine) step(ev Event) []Action {
 		if m.state != Idle {
 			return m.refuse(ev)
 		}
-		m.nextTick = e.Now.Add(m.trigger)
+		m.nextTick, m.tickAt = e.Now.Add(m.trigger), e.Now
 		m.state = Planning
 		return m.emit(Plan{Batch: m.batch})
 	case Planned:
@@ -330,7 +350,7 @@ func (m *Machine) step(ev Event) []Action {
 			return m.emit(Finish{})
 		case e.Empty:
 			m.state = Idle
-			return m.emit(WaitUntil{At: m.nextTick})
+			return m.emit(WaitUntil{At: m.idleUntil()})
 		case m.lateOffsets:
 			m.state = Running
 			return m.emit(Run{Batch: m.batch})

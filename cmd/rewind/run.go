@@ -123,7 +123,7 @@ func (f *runFlags) addJobFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.storageTimeout, "storage-timeout", storage.DefaultCallTimeout, fmt.Sprintf("S3: a storage call making no progress this long fails; the run waits for storage that stopped answering up to %dx this, then fails", storage.OutageCalls))
 	fl.IntVar(&f.parallelism, "parallelism", 2, "subtasks per stage (1..128)")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Second, "recordwise: time between recovery points")
-	fl.DurationVar(&f.trigger, "trigger", 100*time.Millisecond, "microbatch: trigger interval")
+	fl.DurationVar(&f.trigger, "trigger", 100*time.Millisecond, "microbatch: trigger interval; 0 runs batches back to back, each planned as soon as the one before it is sealed (an idle source is polled every 10ms)")
 	fl.Int64Var(&f.maxBatchRecords, "max-batch-records", 0, "microbatch: cap on records per batch (0 = no cap)")
 	fl.IntVar(&f.retainedBatches, "retained-batches", 10, "microbatch: offset/commit log entries and state versions kept")
 	fl.DurationVar(&f.bufferTimeout, "buffer-timeout", time.Millisecond, "recordwise: flush a network buffer after this long even if not full")
@@ -159,10 +159,13 @@ func (f *runFlags) config(exec run.Executor) (run.Config, *job.Job, error) {
 	if f.parallelism < 1 || f.parallelism > 128 {
 		return cfg, nil, usagef("invalid --parallelism %d: allowed is 1..128 (keyed state has 128 key groups)", f.parallelism)
 	}
-	for name, d := range map[string]time.Duration{"--checkpoint-interval": f.checkpointInterval, "--trigger": f.trigger, "--window": f.window} {
+	for name, d := range map[string]time.Duration{"--checkpoint-interval": f.checkpointInterval, "--window": f.window} {
 		if d <= 0 {
 			return cfg, nil, usagef("invalid %s %s: must be positive", name, d)
 		}
+	}
+	if f.trigger < 0 {
+		return cfg, nil, usagef("invalid --trigger %s: must not be negative (0 runs batches back to back)", f.trigger)
 	}
 	for name, d := range map[string]time.Duration{"--alignment-timeout": f.alignmentTimeout, "--join-window": f.joinWindow, "--max-disorder": f.disorder} {
 		if d < 0 {
