@@ -16,11 +16,11 @@ soak:
 demo:
 	$(GO) run ./cmd/rewind run --overwrite --output rewind-out
 
-## bench: the standard suite, about 8 minutes: every executor three times on worker processes,
+## bench: the standard suite, about 9 minutes: every executor three times on worker processes,
 ## interleaved, one crash each (results, plots and report.html in rewind-bench/), then COST: every
 ## executor unpaced at parallelism 1 and 2 against one thread, every job, inproc and on worker
 ## processes (rewind-bench/cost/), then the latency table of docs/benchmarks.md, inproc and on
-## worker processes (about two minutes: twelve rewind runs, rewind-bench/latency/)
+## worker processes (about three minutes: eighteen rewind runs, rewind-bench/latency/)
 bench:
 	$(GO) run ./cmd/rewind bench --workers process --repeat 3 --out rewind-bench
 	$(GO) run ./cmd/rewind bench cost --workers inproc,process --out rewind-bench/cost

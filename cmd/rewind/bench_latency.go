@@ -19,13 +19,14 @@ func newBenchLatencyCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "latency",
 		Short: "End-to-end latency of each executor at its design setting, every sink mode, as rewind run prints it",
-		Long: `latency runs, for every executor with a latency target, keyed-count over
-100k keys in 2 partitions at parallelism 2 on local disk, with each sink
-mode: microbatch with a 10ms trigger at 1M records/s (target p99 <= 30 ms),
-recordwise with aligned barriers, 1s checkpoints and a 1ms buffer timeout
-at 100k records/s (target p99 <= 5 ms; with the transactional sink rows are
-published by the checkpoint that covers them, so its latency is bounded by
-the checkpoint interval instead).
+		Long: `latency runs, for every executor, keyed-count over 100k keys in 2
+partitions at parallelism 2 on local disk, with each sink mode: microbatch
+with a 10ms trigger at 1M records/s (target p99 <= 30 ms), recordwise with
+aligned barriers, 1s checkpoints and a 1ms buffer timeout at 100k records/s
+(target p99 <= 5 ms; with the transactional sink rows are published by the
+checkpoint that covers them, so its latency is bounded by the checkpoint
+interval instead), and diskphase with a finite job per 100ms of input at
+100k records/s (no target: a row waits for its job's interval and its job).
 
 Each row is one 'rewind run ... --summary json' started as a child
 process of this binary; its p50/p99/max latency (hand-over at the source to

@@ -40,8 +40,8 @@ func TestBenchLatencyFiguresAreTheRunsOwn(t *testing.T) {
 			cases = append(cases, latencyCases(e, 300_000_000, m)...)
 		}
 	}
-	if len(res.Rows) != len(cases) || len(cases) != 12 {
-		t.Fatalf("%d rows for %d cases; want 12 (two executors, three sink modes, two worker modes)", len(res.Rows), len(cases))
+	if len(res.Rows) != len(cases) || len(cases) != 18 {
+		t.Fatalf("%d rows for %d cases; want 18 (three executors, three sink modes, two worker modes)", len(res.Rows), len(cases))
 	}
 	for i, row := range res.Rows {
 		var s report.Summary
@@ -58,8 +58,8 @@ func TestBenchLatencyFiguresAreTheRunsOwn(t *testing.T) {
 		if !strings.HasPrefix(row.Command, want+" --output ") {
 			t.Errorf("row %d: command %q, want it to start %q", i+1, row.Command, want)
 		}
-		if inProcesses := strings.Contains(row.Command, " --workers process "); inProcesses != (i >= 6) || row.Workers != string(cases[i].Workers) {
-			t.Errorf("row %d (workers %q): command %q, want --workers process in rows 7-12 only", i+1, row.Workers, row.Command)
+		if inProcesses := strings.Contains(row.Command, " --workers process "); inProcesses != (i >= 9) || row.Workers != string(cases[i].Workers) {
+			t.Errorf("row %d (workers %q): command %q, want --workers process in rows 10-18 only", i+1, row.Workers, row.Command)
 		}
 		if !strings.Contains(stdout, "`"+row.Command+"`") {
 			t.Errorf("row %d's command is not in the table:\n%s", i+1, stdout)
