@@ -11,7 +11,9 @@ import (
 
 // debugProfileEnv names an address (host:port) to serve Go's profiles on
 // while a command runs, for finding what a long run's memory grows with:
-// `go tool pprof -base early.pb.gz http://ADDR/debug/pprof/heap`. It is a
+// `go tool pprof -base early.pb.gz http://ADDR/debug/pprof/heap`, or what
+// a latency tail waits on: `curl -o t.out 'http://ADDR/debug/pprof/trace?seconds=2'`
+// and `go tool trace t.out`. It is a
 // developer's aid, not a user-facing flag, so it is read from the
 // environment and listed only in docs/memory.md.
 const debugProfileEnv = "REWIND_DEBUG_PPROF"
@@ -32,5 +34,8 @@ func serveDebugProfiles(stderr io.Writer) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	// An execution trace shows what a latency tail waits on (fsyncs,
+	// the scheduler, GC), which a CPU profile cannot.
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	go func() { _ = http.Serve(ln, mux) }()
 }
