@@ -302,6 +302,9 @@ type killCase struct {
 	// earlyPoint is a fail point reached after the run's first object is
 	// durable and before its first recovery point is complete.
 	earlyPoint string
+	// processes runs the workers as processes (--workers process): every
+	// one the killed coordinator started must be gone soon after it.
+	processes bool
 }
 
 // killCases is a small matrix, chosen to cover every executor, every sink
@@ -317,6 +320,39 @@ var killCases = []killCase{
 		settings: []string{"--barriers", "unaligned", "--checkpoint-interval", "200ms"}, earlyPoint: "checkpoint.after-parts-before-metadata"},
 	{name: "diskphase-idempotent", exec: "diskphase", job: "windowed-sum", mode: "idempotent", format: "parquet",
 		params: []string{"--window", "200ms"}, settings: []string{"--job-records", "4000"}, earlyPoint: "coordinator.after-plan"},
+	// The coordinator of worker processes killed: they die with it, and
+	// --resume starts new ones.
+	{name: "microbatch-append-processes", exec: "microbatch", job: "keyed-count", mode: "append", format: "csv",
+		earlyPoint: "batch.after-offsets", processes: true},
+	{name: "recordwise-aligned-idempotent-processes", exec: "recordwise", job: "keyed-count", mode: "idempotent", format: "parquet",
+		settings: []string{"--checkpoint-interval", "200ms"}, earlyPoint: "checkpoint.after-parts-before-metadata", processes: true},
+	{name: "diskphase-transactional-processes", exec: "diskphase", job: "keyed-count", mode: "transactional", format: "csv",
+		settings: []string{"--job-records", "4000"}, earlyPoint: "coordinator.after-plan", processes: true},
+}
+
+// noOrphans fails unless every worker process that p, a coordinator
+// that has exited or been killed, started (its -v log) is gone within a
+// few seconds. A coordinator killed as soon as it printed its run id may
+// have started none yet; the finished run's always has.
+func (c killCase) noOrphans(t *testing.T, p *cliProcess) {
+	t.Helper()
+	if !c.processes {
+		return
+	}
+	started := workerStarted.FindAllStringSubmatch(p.stderr.String(), -1)
+	t.Logf("%d worker processes of that coordinator to check", len(started))
+	deadline := time.Now().Add(5 * time.Second)
+	for _, m := range started {
+		for {
+			if _, err := os.Stat("/proc/" + m[3]); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("worker %s (pid %s) outlived its killed coordinator by 5 s", m[1], m[3])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
 
 // pacedInput lasts 2.5 s at its rate, whatever the machine's speed: the
@@ -363,6 +399,9 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 	args := append([]string{"run", "--executor", c.exec, "--job", c.job, "--sink-mode", c.mode, "--output-format", c.format,
 		"--input", pacedInput(dataSeed), "--output", out, "--storage", storeURL, "--summary", "json"}, c.params...)
 	args = append(args, c.settings...)
+	if c.processes {
+		args = append(args, "--workers", "process", "-v")
+	}
 	st, err := storage.Open(context.Background(), storeURL, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -380,6 +419,7 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 		if ok, how := first.killedBySIGKILL(); !ok {
 			t.Fatalf("the first process was to die of SIGKILL at %s, but it %s; stderr:\n%s", c.earlyPoint, how, first.stderr)
 		}
+		c.noOrphans(t, first)
 		atKill = viewStorage(t, st, c.exec, id)
 		if atKill.objects == 0 || atKill.complete > 0 {
 			t.Fatalf("killed at %s: storage held %d objects of run %s and %d complete recovery points; want some objects and no complete point",
@@ -389,6 +429,7 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 		first := startCLI(t, dir, args...)
 		id = first.runID(t, false)
 		atKill = killAt(t, first, st, c.exec, id, plan)
+		c.noOrphans(t, first)
 	}
 	st.Close()
 	t.Logf("killed: storage held %d objects of run %s, %d of %d recovery points complete", atKill.objects, id, atKill.complete, atKill.points)
@@ -414,6 +455,7 @@ func (c killCase) killAndResume(t *testing.T, r *rand.Rand) {
 		if ok, how := second.killedBySIGKILL(); !ok {
 			t.Fatalf("the resumed process was to die of SIGKILL, but it %s; stderr:\n%s", how, second.stderr)
 		}
+		c.noOrphans(t, second)
 	}
 	c.resumeToTheReference(t, dir, append(args, resume), id, out, dataSeed)
 }
@@ -432,6 +474,10 @@ func (c killCase) resumeToTheReference(t *testing.T, dir string, args []string, 
 	if code := last.state.ExitCode(); code != 0 {
 		t.Fatalf("resumed run: exit %d; stderr:\n%s", code, last.stderr)
 	}
+	if c.processes && len(workerStarted.FindAllString(last.stderr.String(), -1)) < 2 {
+		t.Fatalf("resumed run with --workers process started fewer than 2 worker processes; stderr:\n%s", last.stderr)
+	}
+	c.noOrphans(t, last)
 	var s map[string]any
 	if err := json.Unmarshal([]byte(lastLine(last.stdout.String())), &s); err != nil {
 		t.Fatalf("resumed run: the last stdout line is not the JSON summary: %v\n%s", err, last.stdout.String())
