@@ -27,6 +27,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -107,6 +108,13 @@ func (pc *procCoord) currentLocked(attempt int) *incarnation {
 }
 
 func (pc *procCoord) handle(w int, s *run.FleetSlot, m procMsg) {
+	if m.Op == opTrace {
+		// Drawn by any attempt, a stopped one too: it happened.
+		if m.Trace != nil {
+			pc.sh.env.Trace.Merge(*m.Trace)
+		}
+		return
+	}
 	if m.Op == opStopped {
 		select {
 		case pc.stopped[w] <- m.Attempt:
@@ -191,6 +199,8 @@ func (pc *procCoord) lost(w int, s *run.FleetSlot, err error) {
 		at = s.BrokenAt()
 		cause = fmt.Sprintf("worker %d process died on its own (%v)", w, err)
 	}
+	// Drawn where the bill puts it: at the SIGKILL, not at the detection.
+	inc.env.Trace.Add(at, spacetime.Event{Kind: spacetime.Crash, Worker: w, Note: cause})
 	inc.settle(outcome{kind: outCrash, at: at, cause: cause})
 }
 
@@ -281,7 +291,8 @@ func (pc *procCoord) start(inc *incarnation) {
 			relay(inc.ctx, rx, tx) // a broken end is a dead worker, which lost reports
 		}()
 	}
-	st := &procStart{From: uint64(inc.from), FirstEpoch: inc.firstEpoch, Replayed: inc.replayed, Published: inc.publishedRaw, Pace: pace}
+	st := &procStart{From: uint64(inc.from), FirstEpoch: inc.firstEpoch, Replayed: inc.replayed, Published: inc.publishedRaw, Pace: pace,
+		Reads: inc.env.Trace.Reads()}
 	for w := range pc.n {
 		s := pc.fleet.Slot(w)
 		if s.Conn.Err() != nil || sendMsg(s.Conn, procMsg{Op: opStart, Attempt: inc.attempt, Start: st}) != nil {

@@ -14,6 +14,7 @@ package recordwise
 
 import (
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
@@ -32,6 +33,7 @@ const (
 	opFailed  = "failed"
 	opStopped = "stopped"
 	opError   = "error"
+	opTrace   = "trace"
 )
 
 type procMsg struct {
@@ -54,6 +56,8 @@ type procMsg struct {
 	Channel uint32 `json:"channel,omitempty"`
 	Subtask int    `json:"subtask,omitempty"`
 	Epoch   int64  `json:"epoch,omitempty"`
+	// What the worker drew since it last sent (trace).
+	Trace *spacetime.Forwarded `json:"trace,omitempty"`
 }
 
 // procStart is what an attempt's tasks are built from besides durable
@@ -70,6 +74,10 @@ type procStart struct {
 	// replacement too, reads on the run's one schedule and finds the
 	// backlog due.
 	Pace map[string]source.Schedule `json:"pace,omitempty"`
+	// Reads are, when the run is traced, how far each lane had read
+	// (spacetime.Recorder.Reads), so a re-read is drawn as a replay in a
+	// replacement process too.
+	Reads map[string]int64 `json:"reads,omitempty"`
 }
 
 // procEvent is a coordEvent on the wire.

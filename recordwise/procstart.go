@@ -18,6 +18,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 )
 
@@ -47,6 +48,10 @@ type procConfig struct {
 	// its id.
 	Placement  [][]string `json:"placement"`
 	Partitions [][]string `json:"partitions"`
+	// TraceStart is, when the run is traced, the coordinator recorder's
+	// start (Unix ns): the worker draws on a recorder of its own on the
+	// same clock and forwards what it drew (proctrace.go). 0: not traced.
+	TraceStart int64 `json:"trace_start,omitempty"`
 }
 
 // partitionsOf names the source partitions worker w of n reads, as
@@ -86,6 +91,9 @@ func workerConfig(env *run.Env, opts *options, pl *plan, runID string, n int) (p
 		Barriers: s.Variant(), AlignmentTimeout: s.AlignmentTimeout, BufferRows: opts.bufferRows,
 		ChannelBuffers: opts.channelBuffers, ReadRows: opts.readRows, BufferTimeout: s.BufferTimeout,
 		SinkTaskRate: opts.sinkTaskRate, SinkMode: env.Sink.Mode()}
+	if env.Trace != nil {
+		cfg.TraceStart = env.Trace.Start().UnixNano()
+	}
 	for w := range n {
 		parts, err := pl.partitionsOf(env.Sources, w, n)
 		if err != nil {
@@ -155,6 +163,9 @@ func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*pro
 	}
 	opts := &options{settings: Options{Barriers: cfg.Barriers, AlignmentTimeout: cfg.AlignmentTimeout, BufferTimeout: cfg.BufferTimeout},
 		bufferRows: cfg.BufferRows, channelBuffers: cfg.ChannelBuffers, readRows: cfg.ReadRows, sinkTaskRate: cfg.SinkTaskRate}
+	if cfg.TraceStart != 0 {
+		env.Trace = spacetime.NewRecorder(time.Unix(0, cfg.TraceStart))
+	}
 	ok = true
 	return &procWorker{cfg: cfg, id: w.ID, env: env, plan: pl, mode: mode, opts: opts, alloc: w.Alloc}, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 	"github.com/rewind-engine/rewind/recordwise/barrier"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
@@ -89,6 +90,10 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 	pw.env.Sink = pw.sink
 	defer pw.env.Close()
 	defer pw.stopAttempt(-1)
+	if pw.env.Trace != nil {
+		stop := pw.forwardTrace()
+		defer stop()
+	}
 	if err := run.SendReady(c); err != nil {
 		return nil // the coordinator is gone already
 	}
@@ -161,11 +166,12 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 		}
 	}
 	pw.followSchedules(st.Pace)
+	pw.env.Trace.SeedReads(st.Reads)
 	if err := inc.build(rp); err != nil {
 		return err
 	}
 	inc.coord = newCoordLoop(inc, nil)
-	inc.coord.fwd = workerForward{pw.conn, attempt}
+	inc.coord.fwd = workerForward{pw.conn, attempt, pw.env.Trace}
 	if err := inc.openSide(); err != nil {
 		return err
 	}
@@ -277,9 +283,13 @@ func (inc *incarnation) closeSide() {
 type workerForward struct {
 	c       *wire.Conn
 	attempt int
+	tr      *spacetime.Recorder
 }
 
 func (f workerForward) event(e coordEvent) {
+	// What the task drew (its snapshot) reaches the diagram before the
+	// ack that completes a point.
+	sendTrace(f.c, f.tr)
 	_ = sendMsg(f.c, procMsg{Op: opEvent, Attempt: f.attempt, Event: toProcEvent(e)})
 }
 

@@ -135,7 +135,7 @@ func (Executor) Traits() run.Traits {
 		"checkpoint-timeout", "retained-checkpoints", "detect-delay", "acquire-delay"},
 		Variants:          run.Variants{Flag: "barriers", Kind: "barrier mode", Values: []string{barrierAligned, barrierUnaligned}},
 		FirstDurablePoint: PointAfterMetadata, CommitPoint: PointSinkAfterCommit, NoOptions: Options{}, Mistakes: slices.Concat(cutMistakes, worldMistakes),
-		ProcessWorkers: true}
+		ProcessWorkers: true, ProcessTrace: true}
 }
 
 // FailPoints implements run.Executor.
