@@ -207,7 +207,7 @@ func (Executor) Name() string { return "microbatch" }
 func (Executor) Traits() run.Traits {
 	return run.Traits{Flags: []string{"trigger", "max-batch-records", "retained-batches", "lost-piece-recovery",
 		"detect-delay", "acquire-delay"},
-		OwnPositions: true, MidWorkPoint: PointMidRun, NoOptions: Options{}, Mistakes: mistakes, ProcessWorkers: true}
+		OwnPositions: true, MidWorkPoint: PointMidRun, NoOptions: Options{}, Mistakes: mistakes, ProcessWorkers: true, ProcessTrace: true}
 }
 
 // Variant implements run.Options: microbatch runs one way.

@@ -145,7 +145,7 @@ func (c *coordinator) procMaxTS(ctx context.Context, ranges []partRange) ([]int6
 
 // procBegin starts attempt seq of the batch in flight on every worker.
 func (c *coordinator) procBegin(ctx context.Context, seq int64) error {
-	_, err := c.askAll(ctx, procMsg{Op: opBegin, Seq: seq, Plan: c.cur})
+	_, err := c.askAll(ctx, procMsg{Op: opBegin, Seq: seq, Plan: c.cur, Rerun: c.curRerun})
 	return err
 }
 

@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
@@ -106,6 +107,14 @@ type procMsg struct {
 	Pos  int64 `json:"pos,omitempty"`
 	// point: the crash point passed.
 	Point string `json:"point,omitempty"`
+
+	// Traced runs. begin: Rerun, the batch runs again after a recovery
+	// (its arrows are replays); reset: Reads, how far each lane had read,
+	// so a replacement draws its re-read as a replay; any answer: Trace,
+	// what the worker drew since its last answer.
+	Rerun bool                 `json:"rerun,omitempty"`
+	Reads map[string]int64     `json:"reads,omitempty"`
+	Trace *spacetime.Forwarded `json:"trace,omitempty"`
 }
 
 // partAvail is what one partition's reader holds.

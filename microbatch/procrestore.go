@@ -24,6 +24,7 @@ func (pw *procWorker) reset(ctx context.Context, m procMsg) (procMsg, error) {
 		}
 	}
 	pw.dropBatch()
+	pw.env.Trace.SeedReads(m.Reads)
 	read := pw.store.Read()
 	kgs := keygroup.RangeFor(pw.id, pw.cfg.Parallelism)
 	ls, err := loadState(ctx, pw.store, runPrefix(pw.topo.job.Name, pw.cfg.RunID), m.Index,

@@ -22,6 +22,7 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/dataflow/source"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
@@ -61,6 +62,8 @@ type procLink struct {
 	shell atomic.Pointer[worker]
 	// done is closed once dispatch has handled the broken connection.
 	done chan struct{}
+	// trace is the run's diagram, which the worker's answers add to.
+	trace *spacetime.Recorder
 }
 
 func (l *procLink) broken() bool { return l.slot.Conn.Err() != nil }
@@ -111,7 +114,7 @@ func startProcRun(ctx context.Context, env *run.Env, opts *options, runID string
 func (pr *procRun) link(id int) error {
 	s := pr.fleet.Slot(id)
 	l := &procLink{id: id, slot: s, peer: newRPCPeer(s.Conn), up: map[int]*wire.Receiver{}, down: map[int]*wire.Sender{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), trace: pr.env.Trace}
 	for si, st := range pr.topo.stages {
 		if pr.topo.hasUp(si) {
 			rx, err := s.Conn.OpenReceiver(upChannel(si), st.Schema, 64)
@@ -159,6 +162,9 @@ func (l *procLink) dispatch() {
 		if err != nil {
 			_ = l.slot.Conn.Close()
 			continue
+		}
+		if m.Trace != nil {
+			l.trace.Merge(*m.Trace) // drawn by any attempt: it happened
 		}
 		switch {
 		case m.Op == opAnswer:
@@ -328,7 +334,8 @@ func (c *coordinator) bindWorker(ctx context.Context, w *worker, reopen bool) er
 			}
 		}
 	}
-	m := procMsg{Op: opReset, Version: c.stateVersion, Index: c.idx, Watermark: c.wm, Reopen: reopen, Ends: c.ends}
+	m := procMsg{Op: opReset, Version: c.stateVersion, Index: c.idx, Watermark: c.wm, Reopen: reopen, Ends: c.ends,
+		Reads: c.env.Trace.Reads()}
 	if reopen {
 		m.Pace = c.schedules(w.id)
 	}

@@ -64,6 +64,9 @@ func (pw *procWorker) serve(ctx context.Context) error {
 		for m := range reqs {
 			reply, err := pw.handle(ctx, m)
 			if m.ID != 0 {
+				if f := pw.env.Trace.Drain(); !f.Empty() {
+					reply.Trace = &f
+				}
 				if sendMsg(pw.conn, answer(m, reply, err)) != nil {
 					cancel()
 				}
@@ -224,6 +227,7 @@ func (pw *procWorker) begin(m procMsg) (procMsg, error) {
 	pw.bd = newBatchData(pw.topo, pw.cfg.Parallelism)
 	par := pw.cfg.Parallelism
 	pw.se = &stageEnv{ctx: pw.ctx, topo: pw.topo, plan: m.Plan, bd: pw.bd, workers: par, alloc: pw.env.Alloc,
+		trace: pw.env.Trace, rerun: m.Rerun,
 		eventTime: pw.topo.job.UsesEventTime, midRunDone: make([]bool, par), reread: make([]bool, par),
 		onCrash: func(*fault.Crash) {},
 		askPoint: func(name string, _ int) error {

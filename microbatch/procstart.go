@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
+	"github.com/rewind-engine/rewind/dataflow/spacetime"
 	"github.com/rewind-engine/rewind/dataflow/storage"
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
@@ -32,6 +34,11 @@ type procConfig struct {
 	// with its owner: a worker whose inputs split otherwise refuses to
 	// start, rather than read other offsets than the ones planned.
 	Partitions []string `json:"partitions"`
+	// TraceStart is, when the run is traced, the coordinator recorder's
+	// start (Unix ns): the worker draws its stages' batches on a recorder
+	// of its own on that clock and sends them with its answers. 0: not
+	// traced.
+	TraceStart int64 `json:"trace_start,omitempty"`
 }
 
 // partitionNames names t's partitions in global order with their owners.
@@ -54,8 +61,12 @@ func startWorkerProcesses(ctx context.Context, env *run.Env, opts *options, runI
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(procConfig{WorkerRun: wr, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows,
-		PrefetchRecords: opts.prefetch, Partitions: partitionNames(topo)})
+	pc := procConfig{WorkerRun: wr, Parallelism: opts.parallelism, ReadBatchRows: opts.readRows,
+		PrefetchRecords: opts.prefetch, Partitions: partitionNames(topo)}
+	if env.Trace != nil {
+		pc.TraceStart = env.Trace.Start().UnixNano()
+	}
+	cfg, err := json.Marshal(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -141,5 +152,8 @@ func startWorkerSide(ctx context.Context, cfg procConfig, w run.WorkerEnv) (*pro
 		return nil, fmt.Errorf("read batch rows %d and prefetch records %d must be positive", cfg.ReadBatchRows, cfg.PrefetchRecords)
 	}
 	ok = true
+	if cfg.TraceStart != 0 {
+		env.Trace = spacetime.NewRecorder(time.Unix(0, cfg.TraceStart))
+	}
 	return &procWorker{cfg: cfg, id: w.ID, env: env, topo: topo, store: storage.NewCounting(env.PatientStore().Store())}, nil
 }

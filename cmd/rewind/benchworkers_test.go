@@ -36,7 +36,6 @@ func TestWorkerFlagsAreValidatedAndRefused(t *testing.T) {
 		{[]string{"bench", "--workers", "process", "--heartbeat-interval", "1s", "--heartbeat-timeout", "1s"}, "must be longer than --heartbeat-interval"},
 		{[]string{"bench", "--workers", "threads"}, `invalid --workers "threads"`},
 		{[]string{"run", "--executor", "microbatch", "--workers", "process", "--lost-piece-recovery", "lineage"}, "--lost-piece-recovery lineage: with --workers process microbatch recovers by rerun-batch only"},
-		{[]string{"trace", "--executor", "microbatch", "--workers", "process"}, "invalid --workers process: microbatch's diagram would miss what runs inside its worker processes"},
 		{[]string{"trace", "--teach", "list", "--workers", "process"}, "invalid --workers process with --teach: a lesson's mistake runs inside the workers"},
 		{[]string{"trace", "--heartbeat-interval", "10ms"}, "invalid --heartbeat-interval: it does nothing with --workers inproc"},
 	} {

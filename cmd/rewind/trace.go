@@ -223,9 +223,9 @@ func sortedSpecs(in map[string]string) []string {
 }
 
 // traceWorkers puts --workers into cfg for trace: a diagram is drawn
-// from events recorded in this process, so process mode is for an
-// executor whose coordinator stamps every event it draws where it
-// happened (Traits.ProcessTrace). exec nil is a lesson (--teach), whose
+// from the events this process holds, so process mode is for an
+// executor whose every event arrives here stamped where it happened
+// (Traits.ProcessTrace). exec nil is a lesson (--teach), whose
 // mistake runs inside the workers and does not travel to a worker
 // process, so lessons stay inproc.
 func (f *runFlags) traceWorkers(fl *pflag.FlagSet, exec run.Executor, cfg *run.Config) error {

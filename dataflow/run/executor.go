@@ -82,9 +82,10 @@ type Traits struct {
 	ProcessWorkers bool
 	// ProcessTrace marks a ProcessWorkers executor whose trace diagram
 	// stays true with --workers process: every event it draws is stamped
-	// by its coordinator at the moment it happened (a kill at the kill,
-	// not once the replacement has joined), so `rewind trace --workers
-	// process` runs it. Without it, what runs inside a worker process would
+	// at the moment it happened (a kill at the kill, not once the
+	// replacement has joined), by its coordinator or by a worker process
+	// on the coordinator's clock and sent to it (spacetime.Forwarded), so
+	// `rewind trace --workers process` runs it. Without it, what runs inside a worker process would
 	// be missing from the picture, and trace refuses the mode.
 	ProcessTrace bool
 	// NoOptions is the executor's Options with nothing set (its zero
