@@ -1,12 +1,9 @@
 package recordwise
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
-	"github.com/rewind-engine/rewind/dataflow/run"
 	"github.com/rewind-engine/rewind/recordwise/checkpoint"
 )
 
@@ -78,34 +75,23 @@ var failPoints = []string{
 	PointMidRestore,
 }
 
-// taskPoints are the points tasks reach. In a worker process they are
-// never reached as points: the faults are the coordinator's, and a
-// worker would have to ask it at each one (diskphase's workers do;
-// recordwise's would pay a round trip per record batch), so a run with
-// worker processes refuses a fault that needs one (refuseTaskPoints).
+// taskPoints are the points tasks reach. The faults are the
+// coordinator's, so a task in a worker process asks it at a point
+// (procpoints.go); it asks only at the points some fault of the run
+// names (askedPoints), since a round trip per record batch would cost
+// every run what only a fault needs.
 var taskPoints = []string{PointDuringAlignment, PointAfterSnapshot, PointMidPartWrite, PointBeforeAck,
 	PointSinkBeforePrecommit, PointSinkAfterPrecommit}
 
-// refuseTaskPoints refuses, with --workers process, a fault at a point
-// only tasks reach, or held back until one.
-func refuseTaskPoints(specs []fault.Spec) error {
+// askedPoints are the task points specs name: at one, or held back
+// until one.
+func askedPoints(specs []fault.Spec) []string {
+	var out []string
 	for _, s := range specs {
 		for _, p := range []string{s.Point, s.AtPoint, s.AfterPoint} {
-			if slices.Contains(taskPoints, p) {
-				return run.RefusedError{Err: fmt.Errorf("--fail %s: with --workers process, recordwise's tasks do not pass named points (%s is a task's); use a coordinator point (%s), after-records= or at=",
-					s, p, strings.Join(coordinatorPoints(), ", "))}
+			if slices.Contains(taskPoints, p) && !slices.Contains(out, p) {
+				out = append(out, p)
 			}
-		}
-	}
-	return nil
-}
-
-// coordinatorPoints are the points the coordinator reaches.
-func coordinatorPoints() []string {
-	var out []string
-	for _, p := range failPoints {
-		if !slices.Contains(taskPoints, p) {
-			out = append(out, p)
 		}
 	}
 	return out
@@ -119,6 +105,9 @@ func coordinatorPoints() []string {
 // reach returns nil. Anything else is returned for the caller to fail
 // with, as before.
 func (inc *incarnation) reach(name string, worker int, where checkpoint.TaskID) error {
+	if inc.side != nil { // a worker process: the coordinator decides
+		return inc.side.points.ask(inc.ctx, inc.attempt, name, worker, where)
+	}
 	err := inc.env.Faults.Point(name, worker)
 	if cr, ok := fault.AsCrash(err); ok && cr.Worker != worker {
 		inc.crash(cr, where)

@@ -171,6 +171,8 @@ func (pc *procCoord) handle(w int, s *run.FleetSlot, m procMsg) {
 		}()
 	case opFailed, opError:
 		inc.fail(errors.New(m.Text), "")
+	case opPoint:
+		pc.answerPoint(s, inc, m)
 	}
 }
 

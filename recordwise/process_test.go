@@ -3,7 +3,6 @@ package recordwise
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -288,23 +287,35 @@ func TestProcessWorkerDyingOnItsOwn(t *testing.T) {
 	}
 }
 
-// TestProcessWorkersRefuseTaskPoints: with worker processes a fault at a
-// point only tasks pass (or held back until one) is refused up front, as
-// a usage error naming it, instead of never firing.
-func TestProcessWorkersRefuseTaskPoints(t *testing.T) {
-	for _, f := range []fault.Spec{
-		{Worker: -1, Point: PointMidPartWrite, Occurrence: 1},
-		{Worker: 1, AtPoint: PointBeforeAck, Occurrence: 1},
-		{Worker: 1, AfterRecords: 10, AfterPoint: PointSinkAfterPrecommit},
-	} {
-		sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 200, 0, 1), processes: true, fails: []fault.Spec{f}}
-		o := sc.execute(t)
-		var re run.RefusedError
-		if !errors.As(o.err, &re) || !strings.Contains(o.err.Error(), "--workers process") {
-			t.Fatalf("--fail %s: %v, want a refusal naming --workers process", f, o.err)
-		}
-		if o.ended != nil {
-			t.Fatalf("--fail %s: worker processes were started before the refusal", f)
+// TestProcessWorkerTaskPoints: a fault at a point only tasks pass, in a
+// worker process: the task asks its coordinator there, the coordinator
+// counts the occurrence and SIGKILLs the worker that reached it, and the
+// run restarts on a replacement to the reference's output. Every task
+// point, both barrier modes where the point has them, the sinks spread
+// over the points by a seed; the fault must fire.
+func TestProcessWorkerTaskPoints(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, p := range taskPoints {
+		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+			jobName := "keyed-count"
+			if p == PointDuringAlignment {
+				if b.barriers == "unaligned" {
+					continue // unaligned checkpoints never align
+				}
+				jobName = "join" // a task of several inputs
+			}
+			mode := sinks[rng.IntN(len(sinks))]
+			occ := 1 + rng.IntN(2)
+			sc := &scenario{job: jobName, inputs: inputs(jobName, 6000, 20000, int64(3+occ)), barriers: b, mode: mode, processes: true,
+				fails: []fault.Spec{at(p, occ)}}
+			t.Run(fmt.Sprintf("%s/%s/%s/%d", p, b, mode, occ), func(t *testing.T) {
+				o := sc.execute(t)
+				if pending := o.env.Faults.Pending(); len(pending) > 0 {
+					t.Fatalf("%s: fault never fired: %v", sc, pending)
+				}
+				checkProcessKills(t, sc, o, 1, 3)
+			})
 		}
 	}
 }

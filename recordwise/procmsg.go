@@ -34,6 +34,10 @@ const (
 	opStopped = "stopped"
 	opError   = "error"
 	opTrace   = "trace"
+	// A task at a named point asks (point, ID numbering the worker's
+	// questions), the coordinator answers (point-answer).
+	opPoint       = "point"
+	opPointAnswer = "point-answer"
 )
 
 type procMsg struct {
@@ -58,6 +62,8 @@ type procMsg struct {
 	Epoch   int64  `json:"epoch,omitempty"`
 	// What the worker drew since it last sent (trace).
 	Trace *spacetime.Forwarded `json:"trace,omitempty"`
+	// A point's answer: the asking worker is being killed there.
+	Killed bool `json:"killed,omitempty"`
 }
 
 // procStart is what an attempt's tasks are built from besides durable

@@ -52,6 +52,9 @@ type procConfig struct {
 	// start (Unix ns): the worker draws on a recorder of its own on the
 	// same clock and forwards what it drew (proctrace.go). 0: not traced.
 	TraceStart int64 `json:"trace_start,omitempty"`
+	// AskPoints are the task points the run's faults name: a task asks
+	// the coordinator at those, and passes the others (procpoints.go).
+	AskPoints []string `json:"ask_points,omitempty"`
 }
 
 // partitionsOf names the source partitions worker w of n reads, as
@@ -94,6 +97,7 @@ func workerConfig(env *run.Env, opts *options, pl *plan, runID string, n int) (p
 	if env.Trace != nil {
 		cfg.TraceStart = env.Trace.Start().UnixNano()
 	}
+	cfg.AskPoints = askedPoints(env.Config.Fails)
 	for w := range n {
 		parts, err := pl.partitionsOf(env.Sources, w, n)
 		if err != nil {

@@ -38,8 +38,9 @@ type procWorker struct {
 	conn  *wire.Conn
 	sink  *procSink
 
-	inc   *incarnation
-	tasks map[string]*task
+	inc    *incarnation
+	tasks  map[string]*task
+	points *pointAsker
 }
 
 // workerSide is an incarnation's part in a worker process: which worker
@@ -48,6 +49,7 @@ type procWorker struct {
 type workerSide struct {
 	id, n    int
 	conn     *wire.Conn
+	points   *pointAsker
 	sends    []sideLink
 	receives []sideLink
 	tx       []*wire.Sender
@@ -86,6 +88,7 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 		return err
 	}
 	pw.conn = c
+	pw.points = newPointAsker(c, cfg.AskPoints)
 	pw.sink = &procSink{mode: cfg.SinkMode, conn: c, alloc: w.Alloc, schema: pw.plan.job.Output.Schema, waiting: map[uint32]chan error{}}
 	pw.env.Sink = pw.sink
 	defer pw.env.Close()
@@ -122,6 +125,8 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 			_ = sendMsg(c, procMsg{Op: opStopped, Attempt: m.Attempt})
 		case opFlushed:
 			pw.sink.flushed(m)
+		case opPointAnswer:
+			pw.points.answered(m)
 		default:
 			_ = sendMsg(c, procMsg{Op: opError, Text: fmt.Sprintf("recordwise worker %d: unknown request %q", w.ID, m.Op)})
 		}
@@ -141,7 +146,7 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 	attempt := m.Attempt
 	sh.obs.fwd = func(o obsMsg) { _ = sendMsg(pw.conn, procMsg{Op: opObs, Attempt: attempt, Obs: &o}) }
 	inc := &incarnation{shared: sh, attempt: attempt, done: make(chan struct{}),
-		side: &workerSide{id: pw.id, n: pw.cfg.Workers, conn: pw.conn}}
+		side: &workerSide{id: pw.id, n: pw.cfg.Workers, conn: pw.conn, points: pw.points}}
 	inc.contexts(ctx)
 	defer func() {
 		if err != nil {

@@ -204,9 +204,6 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		return s, &rep
 	}
 	if cfg.Workers == run.WorkersProcess {
-		if err := refuseTaskPoints(cfg.Fails); err != nil {
-			return nil, nil, err
-		}
 		if sh.proc, err = startProcCoord(ctx, sh); err != nil {
 			return nil, nil, fmt.Errorf("recordwise: %w", err)
 		}
