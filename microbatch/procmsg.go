@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/rewind-engine/rewind/dataflow/source"
 	"github.com/rewind-engine/rewind/dataflow/spacetime"
@@ -161,14 +160,10 @@ func answer(m procMsg, reply procMsg, err error) procMsg {
 // every answer to delivered.
 type rpcPeer struct {
 	c       *wire.Conn
-	mu      sync.Mutex
-	next    uint64
-	waiting map[uint64]chan procMsg
+	pending wire.Pending[procMsg]
 }
 
-func newRPCPeer(c *wire.Conn) *rpcPeer {
-	return &rpcPeer{c: c, waiting: map[uint64]chan procMsg{}}
-}
+func newRPCPeer(c *wire.Conn) *rpcPeer { return &rpcPeer{c: c} }
 
 // errPeerGone is a request that found its peer's connection closed.
 var errPeerGone = errors.New("the connection closed")
@@ -176,17 +171,9 @@ var errPeerGone = errors.New("the connection closed")
 // call sends m and waits for its answer. An answer with Text is returned
 // with that error.
 func (p *rpcPeer) call(ctx context.Context, m procMsg) (procMsg, error) {
-	ch := make(chan procMsg, 1)
-	p.mu.Lock()
-	p.next++
-	m.ID = p.next
-	p.waiting[m.ID] = ch
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.waiting, m.ID)
-		p.mu.Unlock()
-	}()
+	id, ch := p.pending.Add()
+	defer p.pending.Forget(id)
+	m.ID = id
 	if err := sendMsg(p.c, m); err != nil {
 		return procMsg{}, fmt.Errorf("%s: %w: %w", m.Op, errPeerGone, err)
 	}
@@ -205,13 +192,6 @@ func (p *rpcPeer) call(ctx context.Context, m procMsg) (procMsg, error) {
 
 // delivered hands an answer to its caller; an answer nobody waits for
 // (its caller gave up) is dropped.
-func (p *rpcPeer) delivered(a procMsg) {
-	p.mu.Lock()
-	ch := p.waiting[a.ID]
-	p.mu.Unlock()
-	if ch != nil {
-		ch <- a
-	}
-}
+func (p *rpcPeer) delivered(a procMsg) { p.pending.Deliver(a.ID, a) }
 
 func decodeMsg(b []byte) (procMsg, error) { return wire.DecodeJSON[procMsg](b) }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -22,16 +21,13 @@ import (
 
 // pointAsker is a worker process's side of the questions.
 type pointAsker struct {
-	conn *wire.Conn
-	asks []string
-
-	mu      sync.Mutex
-	next    uint64
-	waiting map[uint64]chan procMsg
+	conn    *wire.Conn
+	asks    []string
+	pending wire.Pending[procMsg]
 }
 
 func newPointAsker(c *wire.Conn, asks []string) *pointAsker {
-	return &pointAsker{conn: c, asks: asks, waiting: map[uint64]chan procMsg{}}
+	return &pointAsker{conn: c, asks: asks}
 }
 
 // ask passes point name as task where of worker in attempt: nil to go on.
@@ -41,17 +37,8 @@ func (a *pointAsker) ask(ctx context.Context, attempt int, name string, worker i
 	if !slices.Contains(a.asks, name) {
 		return nil
 	}
-	ch := make(chan procMsg, 1)
-	a.mu.Lock()
-	a.next++
-	id := a.next
-	a.waiting[id] = ch
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.waiting, id)
-		a.mu.Unlock()
-	}()
+	id, ch := a.pending.Add()
+	defer a.pending.Forget(id)
 	if err := sendMsg(a.conn, procMsg{Op: opPoint, Attempt: attempt, ID: id, Text: name, Task: string(where), Subtask: worker}); err != nil {
 		return err
 	}
@@ -71,14 +58,7 @@ func (a *pointAsker) ask(ctx context.Context, attempt int, name string, worker i
 }
 
 // answered hands the coordinator's answer to the task waiting for it.
-func (a *pointAsker) answered(m procMsg) {
-	a.mu.Lock()
-	ch := a.waiting[m.ID]
-	a.mu.Unlock()
-	if ch != nil {
-		ch <- m
-	}
-}
+func (a *pointAsker) answered(m procMsg) { a.pending.Deliver(m.ID, m) }
 
 // answerPoint decides a worker's point m for the running attempt inc, as
 // reach does for a simulated worker's task, and answers it; a crash of

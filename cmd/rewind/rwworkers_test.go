@@ -41,12 +41,25 @@ func TestRecordwiseRunWithWorkerProcessesSIGKILLsOne(t *testing.T) {
 	}
 }
 
-// TestRecordwiseWorkerProcessesRefuseTaskPoints: a fault at a point only
-// recordwise's tasks pass is a usage error with worker processes.
-func TestRecordwiseWorkerProcessesRefuseTaskPoints(t *testing.T) {
-	code, _, stderr := rewind(t, "run", "--executor", "recordwise", "--workers", "process", "--output", t.TempDir(),
-		"--storage", t.TempDir(), "--input", "gen:records=10", "--fail", "point=checkpoint.mid-part-write")
-	if code != exitUsage || !strings.Contains(stderr, "checkpoint.mid-part-write is a task's") {
-		t.Fatalf("exit %d, stderr %q; want exit 2 naming the point", code, stderr)
+// TestRecordwiseWorkerProcessTaskPoint: through the CLI, a fault at a
+// point only recordwise's tasks pass SIGKILLs the worker process whose
+// task reached it (the task asked its coordinator there), and the run
+// recovers to an independent count with its workers gone.
+func TestRecordwiseWorkerProcessTaskPoint(t *testing.T) {
+	dir := t.TempDir()
+	const spec = "gen:records=60000,keys=500,partitions=2,seed=5,rate=100000"
+	p := startCLI(t, dir, "run", "--executor", "recordwise", "--workers", "process", "--job", "keyed-count", "--input", spec,
+		"--checkpoint-interval", "50ms", "--sink-mode", "idempotent", "--output", "out", "--storage", "data",
+		"--fail", "point=checkpoint.mid-part-write,occurrence=3", "--summary", "json", "--progress", "none", "-v")
+	p.wait(t, 2*time.Minute)
+	if !p.state.Success() {
+		t.Fatalf("exit %s; stderr:\n%s", p.state, p.stderr)
 	}
+	checkOneMeasuredKill(t, p)
+	logs := p.stderr.String()
+	if !strings.Contains(logs, "sent SIGKILL") || !strings.Contains(logs, "exited: killed by SIGKILL") {
+		t.Fatalf("no worker process was SIGKILLed at the point:\n%s", logs)
+	}
+	checkWorkersGone(t, logs, 3)
+	checkKeyedCountOutput(t, filepath.Join(dir, "out"), spec)
 }
