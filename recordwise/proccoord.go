@@ -8,8 +8,9 @@ package recordwise
 // coordinator an attempt's tasks are stubs: their control messages go to
 // the task's worker process, and what the worker's tasks send back is
 // handed to this process's checkpoint coordinator and observer. Links
-// between two worker processes are relayed here, one wire data channel
-// in, one out, each with its credit.
+// between two worker processes go straight from one to the other (each
+// attempt's start carries every worker's mesh address, run.Fleet.Peers);
+// only the sink's rows come here, where the sink is.
 //
 // A worker process whose connection breaks is a dead worker: the attempt
 // ends as a crash, the dead process is replaced (its acquire measured,
@@ -21,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/fault"
@@ -49,6 +51,14 @@ type procCoord struct {
 	series map[string]*report.SeriesReader
 	// stopped[w] receives the attempts worker w stopped.
 	stopped []chan int
+	// linked counts the rows that went straight from one worker process
+	// to another, as the workers report them when an attempt stops.
+	linked atomic.Int64
+}
+
+// note is what the summary says of the worker processes' links.
+func (pc *procCoord) note() string {
+	return fmt.Sprintf("links between worker processes are direct (each worker listens for its peers, with the run's token): %d rows went from one worker to another without the coordinator, which received only the sink's rows; a killed worker's own count is lost with it", pc.linked.Load())
 }
 
 // startProcCoord starts the run's worker processes.
@@ -116,6 +126,7 @@ func (pc *procCoord) handle(w int, s *run.FleetSlot, m procMsg) {
 		return
 	}
 	if m.Op == opStopped {
+		pc.linked.Add(m.Linked)
 		select {
 		case pc.stopped[w] <- m.Attempt:
 		default:
@@ -173,6 +184,8 @@ func (pc *procCoord) handle(w int, s *run.FleetSlot, m procMsg) {
 		inc.fail(errors.New(m.Text), "")
 	case opPoint:
 		pc.answerPoint(s, inc, m)
+	case opPeerLost:
+		pc.peerLost(w, m.Subtask, m.Text)
 	}
 }
 
@@ -204,6 +217,31 @@ func (pc *procCoord) lost(w int, s *run.FleetSlot, err error) {
 	// Drawn where the bill puts it: at the SIGKILL, not at the detection.
 	inc.env.Trace.Add(at, spacetime.Event{Kind: spacetime.Crash, Worker: w, Note: cause})
 	inc.settle(outcome{kind: outCrash, at: at, cause: cause})
+}
+
+// peerLost is worker w's word that its direct link to worker p (at
+// addr) broke. Almost always p is dead and its own connection says so at
+// once; a p that still answers here past the heartbeat timeout cannot
+// serve the attempt anyway, so it is killed, and the attempt recovers
+// from that crash as from any other.
+func (pc *procCoord) peerLost(w, p int, addr string) {
+	s := pc.fleet.Slot(p)
+	if s == nil || s.Peer != addr || s.Conn.Err() != nil {
+		return
+	}
+	_, timeout := pc.sh.env.Config.Heartbeats()
+	go func() {
+		select {
+		case <-s.Gone():
+		case <-time.After(timeout):
+			if pc.fleet.Slot(p) == s {
+				if l := pc.sh.env.Log; l != nil {
+					l.Warn(fmt.Sprintf("worker %d's link to worker %d broke while worker %d still answers; killing worker %d", w, p, p, p))
+				}
+				_, _, _ = pc.fleet.Kill(p)
+			}
+		}
+	}()
 }
 
 // kill SIGKILLs worker w's process for a fault; its broken connection
@@ -273,28 +311,8 @@ func (pc *procCoord) start(inc *incarnation) {
 	pc.mu.Lock()
 	pc.cur, pc.series = inc, series
 	pc.mu.Unlock()
-	for _, l := range inc.plan.crossing(pc.n) {
-		from, to := pc.fleet.Slot(workerOf(l.fromSub, pc.n)), pc.fleet.Slot(workerOf(l.toSub, pc.n))
-		id := linkChannel(inc.attempt, l)
-		rx, err := from.Conn.OpenReceiver(id, l.from.schema, inc.opts.channelBuffers)
-		if err != nil {
-			inc.fail(fmt.Errorf("channel %s: %w", l.name(), err), "")
-			break
-		}
-		tx, err := to.Conn.OpenSender(id, l.from.schema, inc.env.Alloc)
-		if err != nil {
-			rx.Close()
-			inc.fail(fmt.Errorf("channel %s: %w", l.name(), err), "")
-			break
-		}
-		inc.wg.Add(1)
-		go func() {
-			defer inc.wg.Done()
-			relay(inc.ctx, rx, tx) // a broken end is a dead worker, which lost reports
-		}()
-	}
 	st := &procStart{From: uint64(inc.from), FirstEpoch: inc.firstEpoch, Replayed: inc.replayed, Published: inc.publishedRaw, Pace: pace,
-		Reads: inc.env.Trace.Reads()}
+		Reads: inc.env.Trace.Reads(), Peers: pc.fleet.Peers()}
 	for w := range pc.n {
 		s := pc.fleet.Slot(w)
 		if s.Conn.Err() != nil || sendMsg(s.Conn, procMsg{Op: opStart, Attempt: inc.attempt, Start: st}) != nil {
@@ -305,34 +323,6 @@ func (pc *procCoord) start(inc *incarnation) {
 	}
 	inc.wg.Add(1)
 	go inc.coord.run()
-}
-
-// relay moves one link's frames from the producer's connection to the
-// consumer's, as they came. A broken producer is not an end: the consumer
-// then gets nothing more, rather than an end after a part of the stream.
-func relay(ctx context.Context, rx *wire.Receiver, tx *wire.Sender) {
-	defer rx.Close()
-	for {
-		it, err := rx.Next(ctx)
-		if err != nil {
-			tx.Abandon()
-			return
-		}
-		switch {
-		case it.End:
-			_ = tx.End(ctx)
-			return
-		case it.Batch != nil:
-			err = tx.Send(ctx, it.Batch)
-			it.Batch.Release()
-		default:
-			err = tx.Barrier(ctx, it.Barrier)
-		}
-		if err != nil {
-			tx.Abandon()
-			return
-		}
-	}
 }
 
 // detach makes inc no longer the running attempt: what its tasks still

@@ -152,10 +152,11 @@ func TestWorkerProcessWithOtherPlacementRefusesToStart(t *testing.T) {
 }
 
 // TestProcessWorkersEqualTheOracle: with every task in a worker process
-// (subtask i on worker i) and every channel between two of them relayed
-// over wire data channels, the output equals the oracle's for each job,
-// barrier mode and sink mode, with no crash; every worker process ended
-// by itself with its checked allocator at zero.
+// (subtask i on worker i) and every channel between two of them a wire
+// data channel straight from one to the other (their mesh), the output
+// equals the oracle's for each job, barrier mode and sink mode, with no
+// crash, and the keyBy's rows did cross between the workers; every worker
+// process ended by itself with its checked allocator at zero.
 func TestProcessWorkersEqualTheOracle(t *testing.T) {
 	for _, jobName := range []string{"keyed-count", "join", "windowed-sum"} {
 		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
@@ -176,10 +177,29 @@ func TestProcessWorkersEqualTheOracle(t *testing.T) {
 					if o.summary.RecordsIn != 3000 {
 						t.Fatalf("%s: %d records read, want 3000", sc, o.summary.RecordsIn)
 					}
+					if n := linkedRows(t, o.summary.Notes); n <= 0 {
+						t.Fatalf("%s: %d rows went worker to worker directly; the keyBy between the two workers must carry some", sc, n)
+					}
 				})
 			}
 		}
 	}
+}
+
+// linkedRows reads the rows the summary says went from one worker
+// process to another over their direct links (-1: no such note).
+func linkedRows(t *testing.T, notes []string) int64 {
+	t.Helper()
+	for _, n := range notes {
+		if _, rest, ok := strings.Cut(n, "links between worker processes are direct"); ok {
+			var rows int64
+			if _, err := fmt.Sscanf(rest[strings.Index(rest, ":")+1:], "%d rows", &rows); err != nil {
+				t.Fatalf("note %q: %v", n, err)
+			}
+			return rows
+		}
+	}
+	return -1
 }
 
 // checkProcessKills: the run crashed crashes times, every crash was a

@@ -38,6 +38,9 @@ const (
 	// questions), the coordinator answers (point-answer).
 	opPoint       = "point"
 	opPointAnswer = "point-answer"
+	// A worker's direct link to another (Subtask: its id, Text: its
+	// address) broke while the attempt ran.
+	opPeerLost = "peer-lost"
 )
 
 type procMsg struct {
@@ -64,6 +67,8 @@ type procMsg struct {
 	Trace *spacetime.Forwarded `json:"trace,omitempty"`
 	// A point's answer: the asking worker is being killed there.
 	Killed bool `json:"killed,omitempty"`
+	// The rows a stopped attempt received over direct links (stopped).
+	Linked int64 `json:"linked,omitempty"`
 }
 
 // procStart is what an attempt's tasks are built from besides durable
@@ -84,6 +89,9 @@ type procStart struct {
 	// (spacetime.Recorder.Reads), so a re-read is drawn as a replay in a
 	// replacement process too.
 	Reads map[string]int64 `json:"reads,omitempty"`
+	// Peers are every worker's mesh address (run.Fleet.Peers): a link
+	// between two workers goes straight from one to the other.
+	Peers []string `json:"peers"`
 }
 
 // procEvent is a coordEvent on the wire.

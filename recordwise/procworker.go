@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -36,6 +37,7 @@ type procWorker struct {
 	opts  *options
 	alloc memory.Allocator
 	conn  *wire.Conn
+	mesh  *wire.Mesh // direct links to the other workers
 	sink  *procSink
 
 	inc    *incarnation
@@ -50,10 +52,11 @@ type workerSide struct {
 	id, n    int
 	conn     *wire.Conn
 	points   *pointAsker
+	mesh     *wire.Mesh
+	peers    []string     // every worker's mesh address, for this attempt
+	linked   atomic.Int64 // rows received over direct links this attempt
 	sends    []sideLink
 	receives []sideLink
-	tx       []*wire.Sender
-	rx       []*wire.Receiver
 }
 
 // sideLink is one end of a link in this process: the local queue and the
@@ -87,17 +90,23 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 		_ = run.SendFailed(c, err)
 		return err
 	}
+	if pw.mesh, err = run.OpenMesh(c, w); err != nil {
+		pw.env.Close()
+		_ = run.SendFailed(c, err)
+		return err
+	}
+	defer pw.mesh.Close() // after the attempt's stop, below
 	pw.conn = c
 	pw.points = newPointAsker(c, cfg.AskPoints)
 	pw.sink = &procSink{mode: cfg.SinkMode, conn: c, alloc: w.Alloc, schema: pw.plan.job.Output.Schema, waiting: map[uint32]chan error{}}
 	pw.env.Sink = pw.sink
 	defer pw.env.Close()
-	defer pw.stopAttempt(-1)
+	defer func() { pw.stopAttempt(-1) }()
 	if pw.env.Trace != nil {
 		stop := pw.forwardTrace()
 		defer stop()
 	}
-	if err := run.SendReady(c); err != nil {
+	if err := run.SendReadyAt(c, pw.mesh.Addr()); err != nil {
 		return nil // the coordinator is gone already
 	}
 	for {
@@ -121,8 +130,8 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 				t.post(ctrlMsg{kind: m.Ctrl, id: checkpoint.ID(m.ID), at: fromNanos(m.At)})
 			}
 		case opStop:
-			pw.stopAttempt(m.Attempt)
-			_ = sendMsg(c, procMsg{Op: opStopped, Attempt: m.Attempt})
+			linked := pw.stopAttempt(m.Attempt)
+			_ = sendMsg(c, procMsg{Op: opStopped, Attempt: m.Attempt, Linked: linked})
 		case opFlushed:
 			pw.sink.flushed(m)
 		case opPointAnswer:
@@ -146,13 +155,12 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 	attempt := m.Attempt
 	sh.obs.fwd = func(o obsMsg) { _ = sendMsg(pw.conn, procMsg{Op: opObs, Attempt: attempt, Obs: &o}) }
 	inc := &incarnation{shared: sh, attempt: attempt, done: make(chan struct{}),
-		side: &workerSide{id: pw.id, n: pw.cfg.Workers, conn: pw.conn, points: pw.points}}
+		side: &workerSide{id: pw.id, n: pw.cfg.Workers, conn: pw.conn, points: pw.points, mesh: pw.mesh, peers: st.Peers}}
 	inc.contexts(ctx)
 	defer func() {
 		if err != nil {
 			inc.stop()
 			inc.teardown()
-			inc.closeSide()
 		}
 	}()
 	pw.sink.begin(inc.ctx, attempt)
@@ -177,9 +185,6 @@ func (pw *procWorker) startAttempt(ctx context.Context, m procMsg) (err error) {
 	}
 	inc.coord = newCoordLoop(inc, nil)
 	inc.coord.fwd = workerForward{pw.conn, attempt, pw.env.Trace}
-	if err := inc.openSide(); err != nil {
-		return err
-	}
 	pw.inc = inc
 	pw.tasks = map[string]*task{}
 	for _, t := range inc.tasks {
@@ -212,76 +217,104 @@ func (pw *procWorker) followSchedules(pace map[string]source.Schedule) {
 }
 
 // stopAttempt ends the running attempt (only attempt, unless it is -1):
-// every goroutine stops, and what its tasks held is released.
-func (pw *procWorker) stopAttempt(attempt int) {
+// every goroutine stops, and what its tasks held is released. It returns
+// the rows the attempt received from other workers' tasks.
+func (pw *procWorker) stopAttempt(attempt int) int64 {
 	inc := pw.inc
 	if inc == nil || (attempt >= 0 && inc.attempt != attempt) {
-		return
+		return 0
 	}
 	inc.stop()
 	inc.teardown()
-	inc.closeSide()
 	pw.inc, pw.tasks = nil, nil
+	return inc.side.linked.Load()
 }
 
-// openSide opens the wire ends of the links to and from other processes.
-func (inc *incarnation) openSide() error {
-	s := inc.side
-	for _, l := range s.receives {
-		rx, err := s.conn.OpenReceiver(linkChannel(inc.attempt, l.link), l.link.from.schema, inc.opts.channelBuffers)
-		if err != nil {
-			return err
-		}
-		s.rx = append(s.rx, rx)
-	}
-	for _, l := range s.sends {
-		tx, err := s.conn.OpenSender(linkChannel(inc.attempt, l.link), l.link.from.schema, inc.env.Alloc)
-		if err != nil {
-			return err
-		}
-		s.tx = append(s.tx, tx)
-	}
-	return nil
-}
-
-// startSide starts the pumps of the links (with the tasks, in start).
+// startSide starts the pumps of the links to and from tasks of other
+// worker processes (with the tasks, in start). Each pump first finds the
+// direct connection to the peer its link goes to (wire.Mesh; the lower
+// id dials), then opens its end of the link's data channel on it: the
+// receiver first grants credit, and the sender sends nothing before it
+// has some, so the two ends may open in either order. Finding a peer
+// waits, so it happens here, off the control loop that must stay free to
+// hear a stop.
 func (inc *incarnation) startSide() {
 	s := inc.side
-	for i, l := range s.receives {
-		r := &linkReceiver{q: l.q, wake: l.wake, rx: s.rx[i]}
+	for _, l := range s.receives {
+		peer := workerOf(l.link.fromSub, s.n)
 		inc.wg.Add(1)
 		go func() {
 			defer inc.wg.Done()
-			if err := r.run(inc.ctx); err != nil && inc.ctx.Err() == nil {
-				inc.fail(fmt.Errorf("channel %s: %w", l.link.name(), err), "")
+			c, err := s.peer(inc.ctx, peer)
+			if err != nil {
+				s.linkBroke(inc, l.link, peer, nil, err)
+				return
+			}
+			rx, err := c.OpenReceiver(linkChannel(inc.attempt, l.link), l.link.from.schema, inc.opts.channelBuffers)
+			if err != nil {
+				s.linkBroke(inc, l.link, peer, c, err)
+				return
+			}
+			defer rx.Close()
+			r := &linkReceiver{q: l.q, wake: l.wake, rx: rx, rows: &s.linked}
+			if err := r.run(inc.ctx); err != nil {
+				s.linkBroke(inc, l.link, peer, c, err)
 			}
 		}()
 	}
-	for i, l := range s.sends {
-		snd := &linkSender{q: l.q, wake: l.wake, tx: s.tx[i]}
+	for _, l := range s.sends {
+		peer := workerOf(l.link.toSub, s.n)
 		inc.wg.Add(1)
 		go func() {
 			defer inc.wg.Done()
-			if err := snd.run(inc.ctx); err != nil && inc.ctx.Err() == nil {
-				inc.fail(fmt.Errorf("channel %s: %w", l.link.name(), err), "")
+			c, err := s.peer(inc.ctx, peer)
+			if err != nil {
+				s.linkBroke(inc, l.link, peer, nil, err)
+				return
+			}
+			tx, err := c.OpenSender(linkChannel(inc.attempt, l.link), l.link.from.schema, inc.env.Alloc)
+			if err != nil {
+				s.linkBroke(inc, l.link, peer, c, err)
+				return
+			}
+			snd := &linkSender{q: l.q, wake: l.wake, tx: tx}
+			err = snd.run(inc.ctx)
+			if err != nil {
+				tx.Abandon() // a link cut short has no end
+				s.linkBroke(inc, l.link, peer, c, err)
 			}
 		}()
 	}
 }
 
-// closeSide releases the links' wire ends, after stop.
-func (inc *incarnation) closeSide() {
-	s := inc.side
-	if s == nil {
+// peer is the direct connection to worker w of this attempt.
+func (s *workerSide) peer(ctx context.Context, w int) (*wire.Conn, error) {
+	if w < 0 || w >= len(s.peers) || s.peers[w] == "" {
+		return nil, fmt.Errorf("the coordinator gave no address for worker %d", w)
+	}
+	return s.mesh.Peer(ctx, w, s.peers[w])
+}
+
+// linkBroke handles a link that ended with err. A stopped attempt is no
+// failure. A broken connection to the peer is its death, or soon will
+// be: the coordinator hears it from its own connection to the peer and
+// ends the attempt as a crash, so this worker only tells it (opPeerLost,
+// for a link that broke while the peer still answers its coordinator)
+// and lets the link's tasks wait for the stop. Anything else, a peer
+// sending what is no link's stream, fails the run.
+func (s *workerSide) linkBroke(inc *incarnation, l link, peer int, c *wire.Conn, err error) {
+	if inc.ctx.Err() != nil {
 		return
 	}
-	for _, rx := range s.rx {
-		rx.Close()
+	if c == nil || c.Err() != nil {
+		addr := ""
+		if peer < len(s.peers) {
+			addr = s.peers[peer]
+		}
+		_ = sendMsg(s.conn, procMsg{Op: opPeerLost, Attempt: inc.attempt, Subtask: peer, Text: addr})
+		return
 	}
-	for _, tx := range s.tx {
-		tx.Abandon() // a link cut short has no end
-	}
-	s.rx, s.tx = nil, nil
+	inc.fail(fmt.Errorf("channel %s: %w", l.name(), err), "")
 }
 
 // workerForward takes a worker's task events to its coordinator.

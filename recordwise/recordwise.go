@@ -201,6 +201,9 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 	}
 	finish := func() (*report.Summary, *Report) {
 		s, rep := sh.obs.summary(time.Since(start))
+		if sh.proc != nil {
+			s.Notes = append(s.Notes, sh.proc.note())
+		}
 		return s, &rep
 	}
 	if cfg.Workers == run.WorkersProcess {

@@ -28,6 +28,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/wire"
@@ -191,6 +192,7 @@ type linkReceiver struct {
 	q    *queue
 	wake waker
 	rx   *wire.Receiver
+	rows *atomic.Int64 // counts the rows received, when set
 }
 
 // run receives until the channel's end is queued (nil), or ctx ends, the
@@ -217,6 +219,9 @@ func (r *linkReceiver) run(ctx context.Context) error {
 			}
 			it, next = *next, nil
 			it.batch = wi.Batch
+			if r.rows != nil {
+				r.rows.Add(wi.Batch.NumRows())
+			}
 		default:
 			m, births, err := decodeMarker(wi.Barrier)
 			if err != nil {

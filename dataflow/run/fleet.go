@@ -61,6 +61,9 @@ type FleetSlot struct {
 	Conn *wire.Conn
 	// Acquire is fork to ready.
 	Acquire time.Duration
+	// Peer is where this incarnation's peers reach it directly (its
+	// wire.Mesh), "" when it listens for none.
+	Peer string
 
 	gone    chan struct{}
 	mu      sync.Mutex
@@ -248,7 +251,8 @@ func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 			continue
 		}
 		delete(procs, id)
-		if err := awaitReady(actx, c, id); err != nil {
+		peer, err := awaitReady(actx, c, id)
+		if err != nil {
 			_ = c.Close()
 			return err
 		}
@@ -259,7 +263,7 @@ func (f *Fleet) launch(ctx context.Context, ids ...int) error {
 		if proc != nil {
 			acquire = f.pool.Joined(proc)
 		}
-		s := &FleetSlot{ID: id, Proc: proc, Conn: c, Acquire: acquire, gone: make(chan struct{})}
+		s := &FleetSlot{ID: id, Proc: proc, Conn: c, Acquire: acquire, Peer: peer, gone: make(chan struct{})}
 		go func() {
 			<-c.Done()
 			s.mu.Lock()
@@ -449,6 +453,8 @@ func (f *Fleet) Ended() []ProcEnd {
 type readyMsg struct {
 	Op   string `json:"op"`
 	Text string `json:"text,omitempty"`
+	// Peer is the worker's mesh address (SendReadyAt).
+	Peer string `json:"peer,omitempty"`
 }
 
 const (
@@ -459,6 +465,12 @@ const (
 // SendReady is a worker's first message when it could start.
 func SendReady(c *wire.Conn) error { return sendReady(c, readyMsg{Op: opReady}) }
 
+// SendReadyAt is SendReady for a worker whose peers reach it at peer
+// (its wire.Mesh): the coordinator hands the address to the others.
+func SendReadyAt(c *wire.Conn, peer string) error {
+	return sendReady(c, readyMsg{Op: opReady, Peer: peer})
+}
+
 // SendFailed is a worker's first message when it could not start: the
 // coordinator fails the run with why, rather than replace a worker that
 // cannot start.
@@ -468,8 +480,9 @@ func SendFailed(c *wire.Conn, why error) error {
 
 func sendReady(c *wire.Conn, m readyMsg) error { return wire.SendJSON(c, m) }
 
-// awaitReady waits for worker id's first message.
-func awaitReady(ctx context.Context, c *wire.Conn, id int) error {
+// awaitReady waits for worker id's first message and returns its mesh
+// address.
+func awaitReady(ctx context.Context, c *wire.Conn, id int) (string, error) {
 	b, err := c.Control(ctx)
 	if err != nil && ctx.Err() != nil {
 		// ctx ends when the process exits, and a worker that could not
@@ -480,18 +493,18 @@ func awaitReady(ctx context.Context, c *wire.Conn, id int) error {
 		cancel()
 	}
 	if err != nil {
-		return fmt.Errorf("worker process %d joined but never said it was ready: %w", id, err)
+		return "", fmt.Errorf("worker process %d joined but never said it was ready: %w", id, err)
 	}
 	m, err := wire.DecodeJSON[readyMsg](b)
 	switch {
 	case err != nil:
-		return fmt.Errorf("worker process %d's first message: %w", id, err)
+		return "", fmt.Errorf("worker process %d's first message: %w", id, err)
 	case m.Op == opFailed:
-		return fmt.Errorf("worker process %d could not start: %s", id, m.Text)
+		return "", fmt.Errorf("worker process %d could not start: %s", id, m.Text)
 	case m.Op != opReady:
-		return fmt.Errorf("worker process %d: %q before it was ready", id, m.Op)
+		return "", fmt.Errorf("worker process %d: %q before it was ready", id, m.Op)
 	}
-	return nil
+	return m.Peer, nil
 }
 
 // ProcessInputs are the input specs for worker processes: a relative

@@ -110,6 +110,10 @@ func newConn(nc net.Conn, r *Reader, w *Writer, opts Options) *Conn {
 // RemoteAddr is the peer's address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
 
+// LocalAddr is this side's address: a worker listens for its peers on
+// the interface it reached its coordinator through.
+func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
+
 // Done is closed when the connection has closed.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 

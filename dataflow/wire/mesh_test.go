@@ -1,0 +1,134 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+func newTestMesh(t *testing.T, id int, token string, alloc memory.Allocator) *Mesh {
+	t.Helper()
+	m, err := NewMesh(id, "", token, Options{Alloc: alloc, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// TestMeshLinksTwoWorkersDirectly: the lower id dials, the higher awaits
+// it, and the one connection carries a data channel each way.
+func TestMeshLinksTwoWorkersDirectly(t *testing.T) {
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { alloc.AssertSize(t, 0) }) // after the meshes close
+	token, _ := NewToken()
+	m0, m1 := newTestMesh(t, 0, token, alloc), newTestMesh(t, 1, token, alloc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan *Conn, 1)
+	go func() {
+		c, err := m1.Peer(ctx, 0, m0.Addr())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- c
+	}()
+	c0, err := m0.Peer(ctx, 1, m1.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1 := <-got
+	if c1 == nil {
+		t.FailNow()
+	}
+	if again, _ := m0.Peer(ctx, 1, m1.Addr()); again != c0 {
+		t.Fatal("a second Peer dialed again instead of reusing the connection")
+	}
+	for _, dir := range [][2]*Conn{{c0, c1}, {c1, c0}} {
+		rx, err := dir[1].OpenReceiver(7, testSchema, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := dir[0].OpenSender(7, testSchema, alloc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := makeBatch(alloc, rand.New(rand.NewPCG(1, 2)), 5)
+		if err := tx.Send(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		it, err := rx.Next(ctx)
+		if err != nil || it.Batch == nil || it.Batch.NumRows() != 5 {
+			t.Fatalf("received %+v, %v; want the batch of 5 rows", it, err)
+		}
+		it.Batch.Release()
+		if err := tx.End(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if it, err := rx.Next(ctx); err != nil || !it.End {
+			t.Fatalf("received %+v, %v; want the end", it, err)
+		}
+		rx.Close()
+	}
+}
+
+// TestMeshRefusesStrangersAndConfusedPeers: a dialer without the run's
+// token, one that names no worker, and a higher id dialing a lower are
+// refused, and none of them becomes a peer.
+func TestMeshRefusesStrangersAndConfusedPeers(t *testing.T) {
+	token, _ := NewToken()
+	m1 := newTestMesh(t, 1, token, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, h := range []Hello{
+		{Token: "not the token", Worker: "0@127.0.0.1:1"},
+		{Token: token, Worker: "somebody"},
+		{Token: token, Worker: "2@127.0.0.1:1"},
+	} {
+		_, _, err := Dial(ctx, m1.Addr(), h, Options{Log: t.Logf})
+		if !errors.Is(err, ErrRefused) {
+			t.Fatalf("hello %+v: %v, want a refusal", h, err)
+		}
+	}
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	if c, err := m1.Peer(short, 0, "127.0.0.1:1"); err == nil {
+		t.Fatalf("a refused dialer became peer 0 (%v)", c.RemoteAddr())
+	}
+}
+
+// TestMeshReplacementIsANewPeer: worker 1's replacement listens at a new
+// address; worker 0 dials it afresh, and its link to the dead one is
+// closed rather than handed out.
+func TestMeshReplacementIsANewPeer(t *testing.T) {
+	token, _ := NewToken()
+	m0, m1 := newTestMesh(t, 0, token, nil), newTestMesh(t, 1, token, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	old, err := m0.Peer(ctx, 1, m1.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m1.Close() // worker 1 dies
+	select {
+	case <-old.Done():
+	case <-ctx.Done():
+		t.Fatal("the link to a closed peer never broke")
+	}
+	m1b := newTestMesh(t, 1, token, nil)
+	c, err := m0.Peer(ctx, 1, m1b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == old || c.Err() != nil {
+		t.Fatal("the replacement got the dead worker's connection")
+	}
+	if _, err := m1b.Peer(ctx, 0, m0.Addr()); err != nil {
+		t.Fatal(err)
+	}
+}
