@@ -200,7 +200,8 @@ func (c *coordinator) batchPieces(done int) (*batchPieces, error) {
 // instead (rerun-batch, or nobody survives to rebuild on).
 func (c *coordinator) recoverLostPieces(ctx context.Context, se *stageEnv, done int, errs []error) (bool, error) {
 	for i, err := range errs {
-		if err != nil && !errors.Is(err, errWorkerKilled) && !c.workers[i].dead() {
+		stopped := errors.Is(err, errWorkerKilled) || errors.Is(err, errPeerDied)
+		if err != nil && !stopped && !c.workers[i].dead() {
 			return false, err
 		}
 	}

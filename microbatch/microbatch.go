@@ -293,7 +293,7 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 	summary := func() *report.Summary {
 		if procs != nil {
 			procs.close()
-			met.note(fmt.Sprintf("workers ran as processes of this binary (--workers process): %d incarnations, replacements included; a worker's detect and acquire are measured; the coordinator relayed %d rows of the hash exchanges between them and received %d rows for the sink",
+			met.note(fmt.Sprintf("workers ran as processes of this binary (--workers process): %d incarnations, replacements included; a worker's detect and acquire are measured; %d rows of the hash exchanges went straight from one worker to another (their own links, with the run's token), and the coordinator received %d rows for the sink",
 				procs.fleet.Started(), procs.exchanged.Load(), procs.sunk.Load()))
 		}
 		return met.summary()

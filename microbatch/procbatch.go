@@ -2,8 +2,8 @@ package microbatch
 
 // This file is the coordinator's part of a batch whose workers are
 // processes (--workers process): the planner's questions to the readers,
-// each stage run on every worker process with the hash exchanges relayed
-// (procdata.go), the sink written here, and the state version written by
+// each stage run on every worker process with the hash exchanges going
+// straight between them (procmesh.go), the sink written here, and the state version written by
 // the workers with its manifest written here.
 
 import (
@@ -13,8 +13,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/rewind-engine/rewind/dataflow/job"
 	"github.com/rewind-engine/rewind/dataflow/keygroup"
@@ -145,14 +143,14 @@ func (c *coordinator) procMaxTS(ctx context.Context, ranges []partRange) ([]int6
 
 // procBegin starts attempt seq of the batch in flight on every worker.
 func (c *coordinator) procBegin(ctx context.Context, seq int64) error {
-	_, err := c.askAll(ctx, procMsg{Op: opBegin, Seq: seq, Plan: c.cur, Rerun: c.curRerun})
+	_, err := c.askAll(ctx, procMsg{Op: opBegin, Seq: seq, Plan: c.cur, Rerun: c.curRerun, Peers: c.proc.fleet.Peers()})
 	return err
 }
 
 // procStage runs stage si of attempt seq on every worker. The sink
 // writes here, from the rows the workers sent up; the other stages run in
-// the worker processes, each first sent the other producers' rows of its
-// hash edges, and send theirs up.
+// the worker processes, which send each other the rows of their hash
+// edges directly (procmesh.go), and send the sink's rows up.
 func (c *coordinator) procStage(ctx context.Context, se *stageEnv, si int, seq int64) []error {
 	st := c.topo.stages[si]
 	if st.Kind == job.SinkStage {
@@ -160,8 +158,6 @@ func (c *coordinator) procStage(ctx context.Context, se *stageEnv, si int, seq i
 	}
 	var mu sync.Mutex
 	errs := c.onEach(func(w *worker, l *procLink) error {
-		sent := make(chan error, 1)
-		go func() { sent <- c.sendDown(ctx, l, se, si, w.id, seq) }()
 		var up *upData
 		var upErr error
 		var wg sync.WaitGroup
@@ -169,35 +165,29 @@ func (c *coordinator) procStage(ctx context.Context, se *stageEnv, si int, seq i
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				up, upErr = collectUp(ctx, l.up[si], seq, c.par)
+				up, upErr = collectUp(ctx, l.up[si], seq)
 			}()
 		}
 		reply, err := l.peer.call(ctx, procMsg{Op: opStage, Seq: seq, Stage: si})
-		serr := <-sent
 		wg.Wait()
 		if err == nil && reply.Killed {
 			err = errWorkerKilled
 		}
-		if err = errors.Join(err, serr, upErr); err != nil {
+		if err = errors.Join(err, upErr); err != nil {
 			if up != nil {
 				up.release()
 			}
+			if reply.PeerLost > 0 && c.awaitPeerDeath(reply.PeerLost-1) {
+				return fmt.Errorf("%w (worker %d: %v)", errPeerDied, w.id, err)
+			}
 			return err
 		}
+		c.proc.exchanged.Add(reply.Exchanged)
 		mu.Lock()
 		defer mu.Unlock()
 		bd := se.bd
 		if up != nil {
 			c.proc.count(up)
-			for col, cons := range up.hashed {
-				if per, ok := bd.hashed[si][col]; ok {
-					per[w.id] = cons
-				} else {
-					for _, bs := range cons {
-						releaseAll(bs)
-					}
-				}
-			}
 			bd.out[si][w.id] = up.out
 		}
 		bd.rowsIn[w.id] += reply.RowsIn
@@ -217,29 +207,32 @@ func (c *coordinator) procStage(ctx context.Context, se *stageEnv, si int, seq i
 	return errs
 }
 
-// sendDown sends worker to the other producers' rows of stage si's hash
-// edges, each group after its header, then each edge's end.
-func (c *coordinator) sendDown(ctx context.Context, l *procLink, se *stageEnv, si, to int, seq int64) error {
-	for _, e := range c.topo.hashInputs(si) {
-		from := c.topo.index[e.From]
-		s := l.down[from]
-		for prod := range c.par {
-			if prod == to {
-				continue
-			}
-			var bs []arrow.RecordBatch
-			if per := se.bd.hashed[from][e.KeyColumn][prod]; per != nil {
-				bs = per[to]
-			}
-			if err := sendGroup(ctx, s, procHeader{Seq: seq, Stage: si, Prod: prod}, bs); err != nil {
-				return err
-			}
-		}
-		if err := sendHeader(ctx, s, procHeader{Seq: seq, Stage: si, End: true}); err != nil {
-			return err
-		}
+// errPeerDied is a worker's stage that stopped because its link to
+// another worker broke as that one died: the death rolls the batch back,
+// and this worker is not to blame.
+var errPeerDied = errors.New("a worker it exchanges with died")
+
+// awaitPeerDeath waits, for a stage that failed because its link to
+// worker p broke, until p's death is on record (its own connection
+// broke) and marks p dead, so the batch is rolled back as a worker's loss
+// rather than failed. A p that still answers past the heartbeat timeout
+// is reported false, and the stage's error fails the run: its link broke
+// for no death, which nothing here can repair.
+func (c *coordinator) awaitPeerDeath(p int) bool {
+	l := c.proc.current(p)
+	if l == nil || p < 0 || p >= len(c.workers) {
+		return false
 	}
-	return nil
+	_, timeout := c.env.Config.Heartbeats()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		l.lost(c.workers[p])
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // procCommitState is commitState with the snapshots taken and encoded in

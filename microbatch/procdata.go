@@ -2,16 +2,15 @@ package microbatch
 
 // The data channels of a microbatch worker process (--workers process).
 // A batch's intermediate data crosses processes only where the job moves
-// it: the hash exchanges, and the rows the sink writes. Both go through
-// the coordinator (see docs/workers.md, "microbatch in process mode"):
+// it: the hash exchanges, and the rows the sink writes (see
+// docs/workers.md, "microbatch in process mode"):
 //
-//   - up(s), worker to coordinator, one per stage s that feeds a hash
-//     edge or the sink: for each other consumer its rows of s, and the
-//     rows for the sink, each group after a header; an end header closes
-//     the stage;
-//   - down(s), coordinator to worker, one per stage s that feeds a hash
-//     edge: for each consuming stage, every other producer's rows for
-//     this worker, each after a header; an end header closes them.
+//   - exch(s), worker to worker, straight over their mesh connection
+//     (wire.Mesh), one each way per stage s that feeds a hash edge: as
+//     stage s ends on the producer, for each key column its rows for the
+//     consumer, each group after a header, then an end header;
+//   - up(s), worker to coordinator, for the stage s that feeds the sink:
+//     its rows for the sink after a header, then an end header.
 //
 // Headers are barriers (they keep their place between the batches) and
 // name the batch attempt (seq), so what a rolled-back attempt left on a
@@ -22,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -29,25 +29,26 @@ import (
 	"github.com/rewind-engine/rewind/dataflow/wire"
 )
 
-// upChannel and downChannel number a stage's channels on a connection.
+// upChannel numbers a stage's channel to the coordinator, exchChannel
+// its hash exchange on a connection between two workers.
 func upChannel(si int) uint32   { return uint32(2*si + 1) }
-func downChannel(si int) uint32 { return uint32(2*si + 2) }
+func exchChannel(si int) uint32 { return uint32(2*si + 2) }
 
 // procHeader heads a group of batches on a data channel.
 type procHeader struct {
 	Seq int64 `json:"seq"`
-	// up: a hash part for consumer Cons by Col, or (Out) the sink's rows.
-	Col  string `json:"col,omitempty"`
-	Cons int    `json:"cons,omitempty"`
-	Out  bool   `json:"out,omitempty"`
-	// down: producer Prod's rows for the consuming stage Stage.
-	Stage int  `json:"stage,omitempty"`
-	Prod  int  `json:"prod,omitempty"`
-	End   bool `json:"end,omitempty"`
+	// exch: the producer's rows by key column Col; up: (Out) the sink's.
+	Col string `json:"col,omitempty"`
+	Out bool   `json:"out,omitempty"`
+	End bool   `json:"end,omitempty"`
 }
 
-// hasUp says stage si sends its rows up: it feeds a hash edge or the sink.
-func (t *topology) hasUp(si int) bool { return len(t.hashOut[si]) > 0 || si == t.sinkIn }
+// hasUp says stage si sends its rows up: it feeds the sink.
+func (t *topology) hasUp(si int) bool { return si == t.sinkIn }
+
+// exchanges says stage si sends rows to other workers: it feeds a hash
+// edge.
+func (t *topology) exchanges(si int) bool { return len(t.hashOut[si]) > 0 }
 
 // hashInputs are the hash edges of stage si.
 func (t *topology) hashInputs(si int) []job.Edge {
@@ -98,25 +99,17 @@ func sendGroup(ctx context.Context, s *wire.Sender, h procHeader, bs []arrow.Rec
 	return nil
 }
 
-// upData is what one worker sent up for one stage of a batch attempt.
+// upData is what one worker sent up for the sink stage's input.
 type upData struct {
-	hashed map[string][][]arrow.RecordBatch // col -> consumer -> batches
-	out    []arrow.RecordBatch
+	out []arrow.RecordBatch
 }
 
-func (u *upData) release() {
-	for _, cons := range u.hashed {
-		for _, bs := range cons {
-			releaseAll(bs)
-		}
-	}
-	releaseAll(u.out)
-}
+func (u *upData) release() { releaseAll(u.out) }
 
 // collectUp reads one stage's groups from rx until the end header of
 // attempt seq; groups of other attempts are dropped.
-func collectUp(ctx context.Context, rx *wire.Receiver, seq int64, par int) (*upData, error) {
-	u := &upData{hashed: map[string][][]arrow.RecordBatch{}}
+func collectUp(ctx context.Context, rx *wire.Receiver, seq int64) (*upData, error) {
+	u := &upData{}
 	var cur *[]arrow.RecordBatch
 	for {
 		it, err := rx.Next(ctx)
@@ -145,38 +138,44 @@ func collectUp(ctx context.Context, rx *wire.Receiver, seq int64, par int) (*upD
 				return u, nil
 			case h.Out:
 				cur = &u.out
-			case h.Cons >= 0 && h.Cons < par:
-				cons := u.hashed[h.Col]
-				if cons == nil {
-					cons = make([][]arrow.RecordBatch, par)
-					u.hashed[h.Col] = cons
-				}
-				cur = &cons[h.Cons]
 			}
 		}
 	}
 }
 
-// inbox is a worker process's down data: what the coordinator sent for
-// each consuming stage of each attempt, by producer, until the stage
-// takes it.
+// inbox is a worker process's share of the hash exchanges: what each
+// other worker sent it, by batch attempt, producing stage, key column and
+// producer, until the attempt is dropped. A consuming stage takes its
+// copy (retained); the inbox keeps its own until drop, so two stages may
+// read the same exchange.
 type inbox struct {
 	mu      sync.Mutex
 	changed chan struct{}
 	groups  map[inboxKey][]arrow.RecordBatch
-	ended   map[inboxKey]bool // Prod -1
-	minSeq  int64
-	err     error
+	ended   map[endKey]bool
+	// broken is, by producer, why its link ended before an end arrived;
+	// cleared when a new link to it opens.
+	broken map[int]error
+	minSeq int64
+	// rows counts the rows received from other workers.
+	rows atomic.Int64
 }
 
 type inboxKey struct {
-	seq         int64
-	stage, from int
-	prod        int
+	seq  int64
+	from int // the producing stage
+	col  string
+	prod int
+}
+
+type endKey struct {
+	seq        int64
+	from, prod int
 }
 
 func newInbox() *inbox {
-	return &inbox{changed: make(chan struct{}), groups: map[inboxKey][]arrow.RecordBatch{}, ended: map[inboxKey]bool{}}
+	return &inbox{changed: make(chan struct{}), groups: map[inboxKey][]arrow.RecordBatch{},
+		ended: map[endKey]bool{}, broken: map[int]error{}}
 }
 
 func (in *inbox) notifyLocked() {
@@ -184,16 +183,33 @@ func (in *inbox) notifyLocked() {
 	in.changed = make(chan struct{})
 }
 
-// receive reads down channel rx of stage from until the connection ends.
-func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from int) {
+// linked says a new link to producer prod opened: what broke before is
+// past.
+func (in *inbox) linked(prod int) {
+	in.mu.Lock()
+	delete(in.broken, prod)
+	in.mu.Unlock()
+}
+
+// brokeLink records that producer prod's link ended with err.
+func (in *inbox) brokeLink(prod int, err error) {
+	in.mu.Lock()
+	in.broken[prod] = err
+	in.notifyLocked()
+	in.mu.Unlock()
+}
+
+// receive reads producer prod's exchange of stage from off rx until ctx
+// ends (a new link to prod replaced this one, or the worker ends) or the
+// link breaks.
+func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from, prod int) {
 	var key *inboxKey
 	for {
 		it, err := rx.Next(ctx)
 		if err != nil {
-			in.mu.Lock()
-			in.err = err
-			in.notifyLocked()
-			in.mu.Unlock()
+			if ctx.Err() == nil {
+				in.brokeLink(prod, err)
+			}
 			return
 		}
 		in.mu.Lock()
@@ -201,19 +217,18 @@ func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from int) {
 		case it.Batch != nil && (key == nil || key.seq < in.minSeq):
 			it.Batch.Release()
 		case it.Batch != nil:
+			in.rows.Add(it.Batch.NumRows())
 			in.groups[*key] = append(in.groups[*key], it.Batch)
 		case it.End:
 		default:
 			var h procHeader
 			key = nil
 			if json.Unmarshal(it.Barrier, &h) == nil && h.Seq >= in.minSeq {
-				k := inboxKey{seq: h.Seq, stage: h.Stage, from: from, prod: h.Prod}
 				if h.End {
-					k.prod = -1
-					in.ended[k] = true
+					in.ended[endKey{h.Seq, from, prod}] = true
 					in.notifyLocked()
 				} else {
-					key = &k
+					key = &inboxKey{seq: h.Seq, from: from, col: h.Col, prod: prod}
 				}
 			}
 		}
@@ -221,26 +236,49 @@ func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from int) {
 	}
 }
 
-// take waits until the coordinator has sent everything of stage from for
-// stage si of attempt seq, and returns it by producer (the caller owns
-// the batches).
-func (in *inbox) take(ctx context.Context, seq int64, si, from, par int) ([][]arrow.RecordBatch, error) {
+// errPeerLink is a consuming stage that cannot have a producer's rows:
+// the link to that worker broke, which its death (or a kill) explains.
+type errPeerLink struct {
+	peer int
+	err  error
+}
+
+func (e errPeerLink) Error() string {
+	return fmt.Sprintf("the link to worker %d broke before its rows arrived: %v", e.peer, e.err)
+}
+
+// take waits until every other worker has sent everything of stage from
+// for attempt seq, and returns the rows by key column col, by producer
+// (retained: the caller owns them; its own part is self's to add).
+func (in *inbox) take(ctx context.Context, seq int64, from int, col string, self, par int) ([][]arrow.RecordBatch, error) {
 	for {
 		in.mu.Lock()
-		if in.ended[inboxKey{seq, si, from, -1}] {
+		var missing error
+		all := true
+		for p := range par {
+			if p == self || in.ended[endKey{seq, from, p}] {
+				continue
+			}
+			all = false
+			if err := in.broken[p]; err != nil {
+				missing = errPeerLink{peer: p, err: err}
+			}
+		}
+		if all {
 			out := make([][]arrow.RecordBatch, par)
 			for p := range par {
-				k := inboxKey{seq, si, from, p}
-				out[p] = in.groups[k]
-				delete(in.groups, k)
+				for _, b := range in.groups[inboxKey{seq, from, col, p}] {
+					b.Retain()
+					out[p] = append(out[p], b)
+				}
 			}
 			in.mu.Unlock()
 			return out, nil
 		}
-		err, ch := in.err, in.changed
+		ch := in.changed
 		in.mu.Unlock()
-		if err != nil {
-			return nil, err
+		if missing != nil {
+			return nil, missing
 		}
 		select {
 		case <-ch:

@@ -84,12 +84,19 @@ type procMsg struct {
 	// and its logged plan.
 	Seq  int64         `json:"seq,omitempty"`
 	Plan *offsetsEntry `json:"plan,omitempty"`
+	// begin: every worker's mesh address (run.Fleet.Peers), where the
+	// hash exchanges go.
+	Peers []string `json:"peers,omitempty"`
 	// stage: the stage to run; answer: what it took and counted.
 	Stage    int        `json:"stage,omitempty"`
 	RowsIn   int64      `json:"rows_in,omitempty"`
 	Late     int64      `json:"late,omitempty"`
 	Handover [][2]int64 `json:"handover,omitempty"` // unix nano, rows
 	Killed   bool       `json:"killed,omitempty"`   // the stage stopped as its worker died
+	// Exchanged: the rows the stage took from other workers' exchanges.
+	Exchanged int64 `json:"exchanged,omitempty"`
+	// PeerLost: worker PeerLost-1's link broke, which failed the stage.
+	PeerLost int `json:"peer_lost,omitempty"`
 
 	// snapshot (answer): per stateful stage, what changed.
 	Snaps []procSnap `json:"snaps,omitempty"`

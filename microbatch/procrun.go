@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/rewind-engine/rewind/dataflow/fault"
 	"github.com/rewind-engine/rewind/dataflow/report"
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -32,8 +30,9 @@ type procRun struct {
 	topo  *topology
 	env   *run.Env
 	seq   atomic.Int64 // batch attempts, over every coordinator
-	// exchanged and sunk count the rows the workers sent up: for another
-	// worker (relayed down again) and for the sink.
+	// exchanged counts the rows the workers took from each other's hash
+	// exchanges (straight from one to the other), sunk the rows they sent
+	// up for the sink.
 	exchanged, sunk atomic.Int64
 	// restored is the bytes of state the workers read restoring (their
 	// reset answers), added to what the coordinator read for a bill.
@@ -55,7 +54,6 @@ type procLink struct {
 	slot *run.FleetSlot
 	peer *rpcPeer
 	up   map[int]*wire.Receiver
-	down map[int]*wire.Sender
 	// coord is the coordinator the link serves (nil between two).
 	coord atomic.Pointer[coordinator]
 	// shell is the coordinator's worker bound to this incarnation.
@@ -113,7 +111,7 @@ func startProcRun(ctx context.Context, env *run.Env, opts *options, runID string
 // starts reading its control stream.
 func (pr *procRun) link(id int) error {
 	s := pr.fleet.Slot(id)
-	l := &procLink{id: id, slot: s, peer: newRPCPeer(s.Conn), up: map[int]*wire.Receiver{}, down: map[int]*wire.Sender{},
+	l := &procLink{id: id, slot: s, peer: newRPCPeer(s.Conn), up: map[int]*wire.Receiver{},
 		done: make(chan struct{}), trace: pr.env.Trace}
 	for si, st := range pr.topo.stages {
 		if pr.topo.hasUp(si) {
@@ -122,13 +120,6 @@ func (pr *procRun) link(id int) error {
 				return err
 			}
 			l.up[si] = rx
-		}
-		if len(pr.topo.hashOut[si]) > 0 {
-			tx, err := s.Conn.OpenSender(downChannel(si), st.Schema, pr.env.Alloc)
-			if err != nil {
-				return err
-			}
-			l.down[si] = tx
 		}
 	}
 	pr.mu.Lock()
@@ -196,18 +187,9 @@ func (pr *procRun) replace(ctx context.Context, id int) (time.Duration, error) {
 
 // count adds what a worker sent up to the figures.
 func (pr *procRun) count(u *upData) {
-	rows := func(bs []arrow.RecordBatch) (n int64) {
-		for _, b := range bs {
-			n += b.NumRows()
-		}
-		return n
+	for _, b := range u.out {
+		pr.sunk.Add(b.NumRows())
 	}
-	for _, cons := range u.hashed {
-		for _, bs := range cons {
-			pr.exchanged.Add(rows(bs))
-		}
-	}
-	pr.sunk.Add(rows(u.out))
 }
 
 func (pr *procRun) setPos(g int, pos int64) {

@@ -69,8 +69,8 @@ func (o *outcome) checkMeasuredBill(t testing.TB, what string, want int) {
 
 // TestProcessWorkersMatchTheOracle runs each job with its workers as
 // processes and no crash, in every sink mode: the batches' stages run in
-// the worker processes (the hash exchanges relayed by the coordinator),
-// and the output equals the oracle's.
+// the worker processes (the hash exchanges straight from one to another,
+// never through the coordinator), and the output equals the oracle's.
 func TestProcessWorkersMatchTheOracle(t *testing.T) {
 	for _, name := range []string{"keyed-count", "join", "windowed-sum"} {
 		for _, mode := range []sink.Mode{sink.Transactional, sink.Idempotent, sink.Append} {
@@ -82,6 +82,9 @@ func TestProcessWorkersMatchTheOracle(t *testing.T) {
 				o.checkProcs(t, what, 0)
 				if o.summary.Checkpoints.Completed < 3 {
 					t.Fatalf("%s: %d batches, want several", what, o.summary.Checkpoints.Completed)
+				}
+				if n := exchangedRows(t, o.summary.Notes); n <= 0 {
+					t.Fatalf("%s: %d rows went from one worker process to another; want the hash exchanges' rows (notes %q)", what, n, o.summary.Notes)
 				}
 			})
 		}
@@ -224,4 +227,22 @@ func TestFrozenWorkerProcessIsDeclaredDead(t *testing.T) {
 	if c := o.summary.Recoveries[0].Cause; !strings.Contains(c, wire.ErrPeerSilent.Error()) {
 		t.Fatalf("the recovery's cause is %q, want the heartbeat timeout", c)
 	}
+}
+
+// exchangedRows is what the summary's note says went straight from one
+// worker process to another; -1 without the note.
+func exchangedRows(t *testing.T, notes []string) int64 {
+	t.Helper()
+	for _, n := range notes {
+		head, _, ok := strings.Cut(n, " rows of the hash exchanges went straight")
+		if !ok {
+			continue
+		}
+		var rows int64
+		if _, err := fmt.Sscanf(head[strings.LastIndex(head, ";")+1:], "%d", &rows); err != nil {
+			t.Fatalf("note %q: %v", n, err)
+		}
+		return rows
+	}
+	return -1
 }

@@ -30,6 +30,7 @@ func (pw *procWorker) serve(ctx context.Context) error {
 	defer func() {
 		cancel()
 		wg.Wait()
+		pw.wg.Wait() // the links' watchers, ended by cancel
 		pw.dropBatch()
 		pw.inbox.drop(1 << 62)
 		if pw.w != nil {
@@ -37,18 +38,6 @@ func (pw *procWorker) serve(ctx context.Context) error {
 		}
 	}()
 	for si := range pw.topo.stages {
-		if len(pw.topo.hashOut[si]) > 0 {
-			rx, err := pw.conn.OpenReceiver(downChannel(si), pw.topo.stages[si].Schema, 64)
-			if err != nil {
-				return pw.ended(err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer rx.Close()
-				pw.inbox.receive(ctx, rx, si)
-			}()
-		}
 		if pw.topo.hasUp(si) {
 			s, err := pw.conn.OpenSender(upChannel(si), pw.topo.stages[si].Schema, pw.env.Alloc)
 			if err != nil {
@@ -220,6 +209,9 @@ func (pw *procWorker) begin(m procMsg) (procMsg, error) {
 	}
 	pw.dropBatch()
 	pw.inbox.drop(m.Seq)
+	if err := pw.setPeers(m.Peers); err != nil {
+		return procMsg{}, err
+	}
 	for _, r := range pw.w.readers {
 		r.q.release(m.Plan.Ranges[r.part.global].Start)
 	}
@@ -265,7 +257,12 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 		if pw.topo.hasUp(si) {
 			_ = sendHeader(ctx, pw.up[si], procHeader{Seq: m.Seq, End: true})
 		}
-		return procMsg{}, err
+		var reply procMsg
+		var pl errPeerLink
+		if errors.As(err, &pl) {
+			reply.PeerLost = pl.peer + 1
+		}
+		return reply, err
 	}
 	if pw.se == nil || m.Seq != pw.seq {
 		return refuse(fmt.Errorf("stage %d of attempt %d, but attempt %d is in flight", si, m.Seq, pw.seq))
@@ -273,7 +270,7 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 	bd := pw.bd
 	for _, e := range pw.topo.hashInputs(si) {
 		from := pw.topo.index[e.From]
-		got, err := pw.inbox.take(ctx, pw.seq, si, from, pw.cfg.Parallelism)
+		got, err := pw.inbox.take(ctx, pw.seq, from, e.KeyColumn, pw.id, pw.cfg.Parallelism)
 		if err != nil {
 			return refuse(err)
 		}
@@ -288,7 +285,13 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 		}
 	}
 	rowsIn, late, hand := bd.rowsIn[pw.id], bd.late[pw.id], len(bd.handover[pw.id])
+	linked := pw.inbox.rows.Load()
 	err := pw.w.runStage(pw.se, si)
+	if pw.topo.exchanges(si) {
+		if xerr := pw.sendExchange(ctx, si, err == nil); xerr != nil && err == nil {
+			err = xerr
+		}
+	}
 	if pw.topo.hasUp(si) {
 		if uerr := pw.sendUp(ctx, si, err == nil); uerr != nil && err == nil {
 			err = uerr
@@ -297,34 +300,24 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 	if errors.Is(err, errWorkerKilled) {
 		return procMsg{Killed: true}, nil
 	}
-	reply := procMsg{RowsIn: bd.rowsIn[pw.id] - rowsIn, Late: bd.late[pw.id] - late}
+	reply := procMsg{RowsIn: bd.rowsIn[pw.id] - rowsIn, Late: bd.late[pw.id] - late, Exchanged: pw.inbox.rows.Load() - linked}
+	var pl errPeerLink
+	if errors.As(err, &pl) {
+		reply.PeerLost = pl.peer + 1
+	}
 	for _, h := range bd.handover[pw.id][hand:] {
 		reply.Handover = append(reply.Handover, [2]int64{h.at.UnixNano(), h.rows})
 	}
 	return reply, err
 }
 
-// sendUp sends stage si's rows for the other consumers and the sink
-// (none when the stage failed), then the stage's end.
+// sendUp sends the sink's rows of stage si (none when the stage failed),
+// then the stage's end.
 func (pw *procWorker) sendUp(ctx context.Context, si int, ok bool) error {
 	s := pw.up[si]
-	bd := pw.bd
 	if ok {
-		for _, col := range pw.topo.hashOut[si] {
-			parts := bd.hashed[si][col][pw.id]
-			for cons, bs := range parts {
-				if cons == pw.id {
-					continue
-				}
-				if err := sendGroup(ctx, s, procHeader{Seq: pw.seq, Col: col, Cons: cons}, bs); err != nil {
-					return err
-				}
-			}
-		}
-		if si == pw.topo.sinkIn {
-			if err := sendGroup(ctx, s, procHeader{Seq: pw.seq, Out: true}, bd.out[si][pw.id]); err != nil {
-				return err
-			}
+		if err := sendGroup(ctx, s, procHeader{Seq: pw.seq, Out: true}, pw.bd.out[si][pw.id]); err != nil {
+			return err
 		}
 	}
 	return sendHeader(ctx, s, procHeader{Seq: pw.seq, End: true})

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/run"
@@ -90,6 +91,14 @@ type procWorker struct {
 	w     *worker
 	inbox *inbox
 	up    map[int]*wire.Sender // by stage
+	// The direct links to the other workers (procmesh.go): the mesh,
+	// every worker's address as the last begin gave them, a watcher per
+	// other worker and the exchanges' sending ends.
+	mesh  *wire.Mesh
+	peers []string
+	watch map[int]*peerWatch
+	tx    map[txKey]*wire.Sender
+	wg    sync.WaitGroup
 	// The batch attempt in flight, and the state version being written.
 	seq   int64
 	bd    *batchData
@@ -116,7 +125,13 @@ func (Executor) ServeWorker(ctx context.Context, c *wire.Conn, config json.RawMe
 	defer pw.env.Close()
 	defer pw.drop()
 	pw.conn, pw.peer, pw.inbox, pw.up = c, newRPCPeer(c), newInbox(), map[int]*wire.Sender{}
-	if err := run.SendReady(c); err != nil {
+	pw.watch, pw.tx = map[int]*peerWatch{}, map[txKey]*wire.Sender{}
+	if pw.mesh, err = run.OpenMesh(c, w); err != nil {
+		_ = run.SendFailed(c, err)
+		return err
+	}
+	defer pw.mesh.Close()
+	if err := run.SendReadyAt(c, pw.mesh.Addr()); err != nil {
 		return nil // the coordinator is gone already
 	}
 	return pw.serve(ctx)

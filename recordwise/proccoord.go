@@ -289,9 +289,9 @@ func (pc *procCoord) ctrl(w, attempt int, task string, m ctrlMsg) {
 	}
 }
 
-// start starts attempt inc on every worker process: the relays of the
-// links between two of them, the attempt's start with what it restores,
-// and the checkpoint coordinator here.
+// start starts attempt inc on every worker process: the attempt's start
+// with what it restores and every worker's mesh address (the links
+// between two of them are theirs), and the checkpoint coordinator here.
 func (pc *procCoord) start(inc *incarnation) {
 	series := map[string]*report.SeriesReader{}
 	pace := map[string]source.Schedule{}

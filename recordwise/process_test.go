@@ -250,19 +250,22 @@ func TestProcessWorkerSIGKILL(t *testing.T) {
 }
 
 // TestProcessWorkerSIGKILLTwiceInARow: worker 1 is killed, then its
-// replacement at its first read (held back until the restore began), and
-// the output is still the reference's.
+// replacement at its first read (held back until the restore began), in
+// both barrier modes and every sink, and the output is still the
+// reference's.
 func TestProcessWorkerSIGKILLTwiceInARow(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	for _, mode := range processKillSinks {
-		after := int64(500 + rng.IntN(2000))
-		sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 6000, 20000, 5), mode: mode, processes: true,
-			fails: []fault.Spec{{Worker: 1, AfterRecords: after, AfterPoint: PointAfterMetadata},
-				{Worker: 1, AfterRecords: after + 1, AfterPoint: PointMidRestore}}}
-		t.Run(string(mode), func(t *testing.T) {
-			checkProcessKills(t, sc, sc.execute(t), 2, 4)
-		})
+	for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+		for _, mode := range processKillSinks {
+			after := int64(500 + rng.IntN(2000))
+			sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 6000, 20000, 5), barriers: b, mode: mode, processes: true,
+				fails: []fault.Spec{{Worker: 1, AfterRecords: after, AfterPoint: PointAfterMetadata},
+					{Worker: 1, AfterRecords: after + 1, AfterPoint: PointMidRestore}}}
+			t.Run(fmt.Sprintf("%s/%s", b, mode), func(t *testing.T) {
+				checkProcessKills(t, sc, sc.execute(t), 2, 4)
+			})
+		}
 	}
 }
 

@@ -135,8 +135,9 @@ func (s *Sender) End(ctx context.Context) error {
 }
 
 // Abandon releases the encoder without ending the channel, and sends
-// nothing more: for a relay whose own source broke mid-stream, where an
-// end would tell the receiver that what it got is the whole stream.
+// nothing more: for a stream cut short (its producer failed, or its link
+// is being replaced), where an end would tell the receiver that what it
+// got is the whole stream.
 func (s *Sender) Abandon() {
 	if s.ended {
 		return

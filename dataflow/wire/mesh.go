@@ -136,6 +136,9 @@ func (m *Mesh) add(k peerKey, c *Conn) bool {
 		defer m.wg.Done()
 		select {
 		case <-c.Done():
+			// The read loop may still be releasing its decoders: wait for
+			// it, so a closed mesh holds no memory.
+			_ = c.Close()
 		case <-m.done:
 			_ = c.Close()
 			return
