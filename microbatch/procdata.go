@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -157,8 +156,6 @@ type inbox struct {
 	// cleared when a new link to it opens.
 	broken map[int]error
 	minSeq int64
-	// rows counts the rows received from other workers.
-	rows atomic.Int64
 }
 
 type inboxKey struct {
@@ -217,7 +214,6 @@ func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from, prod int)
 		case it.Batch != nil && (key == nil || key.seq < in.minSeq):
 			it.Batch.Release()
 		case it.Batch != nil:
-			in.rows.Add(it.Batch.NumRows())
 			in.groups[*key] = append(in.groups[*key], it.Batch)
 		case it.End:
 		default:

@@ -268,6 +268,7 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 		return refuse(fmt.Errorf("stage %d of attempt %d, but attempt %d is in flight", si, m.Seq, pw.seq))
 	}
 	bd := pw.bd
+	var exchanged int64 // rows taken from the other workers
 	for _, e := range pw.topo.hashInputs(si) {
 		from := pw.topo.index[e.From]
 		got, err := pw.inbox.take(ctx, pw.seq, from, e.KeyColumn, pw.id, pw.cfg.Parallelism)
@@ -279,13 +280,15 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 				releaseAll(bs) // its own part never leaves it
 				continue
 			}
+			for _, b := range bs {
+				exchanged += b.NumRows()
+			}
 			per := bd.hashed[from][e.KeyColumn]
 			per[prod] = make([][]arrow.RecordBatch, pw.cfg.Parallelism)
 			per[prod][pw.id] = bs
 		}
 	}
 	rowsIn, late, hand := bd.rowsIn[pw.id], bd.late[pw.id], len(bd.handover[pw.id])
-	linked := pw.inbox.rows.Load()
 	err := pw.w.runStage(pw.se, si)
 	if pw.topo.exchanges(si) {
 		if xerr := pw.sendExchange(ctx, si, err == nil); xerr != nil && err == nil {
@@ -300,7 +303,7 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 	if errors.Is(err, errWorkerKilled) {
 		return procMsg{Killed: true}, nil
 	}
-	reply := procMsg{RowsIn: bd.rowsIn[pw.id] - rowsIn, Late: bd.late[pw.id] - late, Exchanged: pw.inbox.rows.Load() - linked}
+	reply := procMsg{RowsIn: bd.rowsIn[pw.id] - rowsIn, Late: bd.late[pw.id] - late, Exchanged: exchanged}
 	var pl errPeerLink
 	if errors.As(err, &pl) {
 		reply.PeerLost = pl.peer + 1
