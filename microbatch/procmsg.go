@@ -42,6 +42,10 @@ const (
 	opDurable      = "durable"
 	opRead         = "read"
 	opPoint        = "point"
+	// opPeerGone tells a worker that worker GonePeer-1, listening at
+	// GoneAddr, died: its links to it stop waiting (wire.Mesh.Gone).
+	// One-way, answered by nothing.
+	opPeerGone = "peer-gone"
 	// opAnswer answers the request with the same ID; Text is its error.
 	opAnswer = "answer"
 )
@@ -97,6 +101,9 @@ type procMsg struct {
 	Exchanged int64 `json:"exchanged,omitempty"`
 	// PeerLost: worker PeerLost-1's link broke, which failed the stage.
 	PeerLost int `json:"peer_lost,omitempty"`
+	// peer-gone: the dead worker (its id plus one) and its mesh address.
+	GonePeer int    `json:"gone_peer,omitempty"`
+	GoneAddr string `json:"gone_addr,omitempty"`
 
 	// snapshot (answer): per stateful stage, what changed.
 	Snaps []procSnap `json:"snaps,omitempty"`

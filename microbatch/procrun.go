@@ -54,6 +54,8 @@ type procLink struct {
 	slot *run.FleetSlot
 	peer *rpcPeer
 	up   map[int]*wire.Receiver
+	// gone tells the other workers this one died (procRun.peerGone).
+	gone func(*procLink)
 	// coord is the coordinator the link serves (nil between two).
 	coord atomic.Pointer[coordinator]
 	// shell is the coordinator's worker bound to this incarnation.
@@ -112,7 +114,7 @@ func startProcRun(ctx context.Context, env *run.Env, opts *options, runID string
 func (pr *procRun) link(id int) error {
 	s := pr.fleet.Slot(id)
 	l := &procLink{id: id, slot: s, peer: newRPCPeer(s.Conn), up: map[int]*wire.Receiver{},
-		done: make(chan struct{}), trace: pr.env.Trace}
+		done: make(chan struct{}), trace: pr.env.Trace, gone: pr.peerGone}
 	for si, st := range pr.topo.stages {
 		if pr.topo.hasUp(si) {
 			rx, err := s.Conn.OpenReceiver(upChannel(si), st.Schema, 64)
@@ -142,6 +144,7 @@ func (l *procLink) dispatch() {
 	for {
 		b, err := l.slot.Conn.Control(context.Background())
 		if err != nil {
+			l.gone(l)
 			if c := l.coord.Load(); c != nil {
 				c.procBroken(l, err)
 			} else if w := l.shell.Load(); w != nil {
@@ -183,6 +186,27 @@ func (pr *procRun) replace(ctx context.Context, id int) (time.Duration, error) {
 		return 0, err
 	}
 	return acquire, pr.link(id)
+}
+
+// peerGone tells every other worker that dead's process died, so that a
+// stage waiting for its link (to send it rows, or to take its rows) ends
+// now and its batch is rolled back, not after the link's deadline.
+func (pr *procRun) peerGone(dead *procLink) {
+	if dead.slot.Peer == "" {
+		return
+	}
+	pr.mu.Lock()
+	others := make([]*procLink, 0, len(pr.links))
+	for _, l := range pr.links {
+		if l != nil && l != dead {
+			others = append(others, l)
+		}
+	}
+	pr.mu.Unlock()
+	m := procMsg{Op: opPeerGone, GonePeer: dead.id + 1, GoneAddr: dead.slot.Peer}
+	for _, l := range others {
+		_ = sendMsg(l.slot.Conn, m) // a broken one is dying too
+	}
 }
 
 // count adds what a worker sent up to the figures.

@@ -74,6 +74,10 @@ func (pw *procWorker) serve(ctx context.Context) error {
 			return fmt.Errorf("microbatch worker %d: %w", pw.id, err)
 		case m.Op == opAnswer:
 			pw.peer.delivered(m)
+		case m.Op == opPeerGone:
+			// Here, not in turn: the request in hand may be the stage
+			// waiting for that peer.
+			pw.mesh.Gone(m.GonePeer-1, m.GoneAddr)
 		default:
 			select {
 			case reqs <- m:

@@ -34,11 +34,15 @@ type Mesh struct {
 	mu      sync.Mutex
 	conns   map[peerKey]*Conn
 	dialing map[peerKey]chan struct{}
-	// arrived is closed (and replaced) whenever a connection is added.
+	// arrived is closed (and replaced) whenever a connection is added or
+	// a peer is gone.
 	arrived chan struct{}
-	closed  bool
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// gone are the peers the coordinator said are dead: waiting for one
+	// ends at once.
+	gone   map[peerKey]bool
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 type peerKey struct {
@@ -49,6 +53,9 @@ type peerKey struct {
 // ErrMeshClosed is returned by Peer once the mesh is closed.
 var ErrMeshClosed = errors.New("wire: the worker's mesh is closed")
 
+// ErrPeerGone is returned by Peer for a peer said to be dead (Gone).
+var ErrPeerGone = errors.New("wire: the peer is gone")
+
 // NewMesh listens for the peers of worker self on host (a free port; ""
 // is loopback), with the run's token. opts configure every connection of
 // the mesh; a peer may never kill this process, so OnKill is dropped.
@@ -57,7 +64,7 @@ func NewMesh(self int, host, token string, opts Options) (*Mesh, error) {
 		host = "127.0.0.1"
 	}
 	opts.OnKill = nil
-	m := &Mesh{self: self, token: token, opts: opts, conns: map[peerKey]*Conn{},
+	m := &Mesh{self: self, token: token, opts: opts, conns: map[peerKey]*Conn{}, gone: map[peerKey]bool{},
 		dialing: map[peerKey]chan struct{}{}, arrived: make(chan struct{}), done: make(chan struct{})}
 	ln, err := Listen(net.JoinHostPort(host, "0"), ListenConfig{Token: token, Conn: opts,
 		Welcome: func(h Hello) (Welcome, error) {
@@ -116,7 +123,7 @@ func (m *Mesh) acceptLoop() {
 func (m *Mesh) add(k peerKey, c *Conn) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
+	if m.closed || m.gone[k] {
 		return false
 	}
 	for old, oc := range m.conns {
@@ -171,6 +178,10 @@ func (m *Mesh) Peer(ctx context.Context, id int, addr string) (*Conn, error) {
 			m.mu.Unlock()
 			return c, nil
 		}
+		if m.gone[k] {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: worker %d (%s)", ErrPeerGone, id, addr)
+		}
 		wait := m.arrived
 		if m.self < id {
 			if ch := m.dialing[k]; ch != nil {
@@ -189,7 +200,7 @@ func (m *Mesh) Peer(ctx context.Context, id int, addr string) (*Conn, error) {
 				}
 				if !m.add(k, c) {
 					_ = c.Close()
-					return nil, ErrMeshClosed
+					continue // closed, or the peer is gone: said above
 				}
 				return c, nil
 			}
@@ -210,6 +221,25 @@ func (m *Mesh) dial(ctx context.Context, k peerKey) (*Conn, error) {
 		return nil, fmt.Errorf("worker %d connecting to worker %d: %w", m.self, k.id, err)
 	}
 	return c, nil
+}
+
+// Gone says peer id at addr is dead (its coordinator saw it die): a Peer
+// waiting for it returns ErrPeerGone now, rather than at its deadline,
+// and its connection, if any, closes. A replacement listens at another
+// address, so it is not affected.
+func (m *Mesh) Gone(id int, addr string) {
+	k := peerKey{id, addr}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.gone[k] {
+		return
+	}
+	m.gone[k] = true
+	if c := m.conns[k]; c != nil {
+		_ = c.nc.Close()
+	}
+	close(m.arrived)
+	m.arrived = make(chan struct{})
 }
 
 // Close stops listening and closes every connection of the mesh.

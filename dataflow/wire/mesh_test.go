@@ -132,3 +132,41 @@ func TestMeshReplacementIsANewPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMeshWaitForAGonePeerEndsAtOnce: worker 1 awaits worker 0's dial
+// (the lower id dials), which never comes; once the coordinator says
+// worker 0 at that address is gone, the wait
+// ends with ErrPeerGone well before its deadline, and a replacement at
+// another address is still reached.
+func TestMeshWaitForAGonePeerEndsAtOnce(t *testing.T) {
+	token, _ := NewToken()
+	m1 := newTestMesh(t, 1, token, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m1.Peer(ctx, 0, "127.0.0.1:1") // worker 0 never dials
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	t0 := time.Now()
+	m1.Gone(0, "127.0.0.1:1")
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrPeerGone) {
+			t.Fatalf("waiting for a gone peer: %v, want ErrPeerGone", err)
+		}
+		if d := time.Since(t0); d > 2*time.Second {
+			t.Fatalf("the wait ended %v after Gone", d)
+		}
+	case <-ctx.Done():
+		t.Fatal("the wait for a gone peer ran to its deadline")
+	}
+	m0 := newTestMesh(t, 0, token, nil)
+	if _, err := m0.Peer(ctx, 1, m1.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Peer(ctx, 0, m0.Addr()); err != nil {
+		t.Fatalf("the replacement at another address: %v", err)
+	}
+}
