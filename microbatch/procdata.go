@@ -152,10 +152,16 @@ type inbox struct {
 	changed chan struct{}
 	groups  map[inboxKey][]arrow.RecordBatch
 	ended   map[endKey]bool
-	// broken is, by producer, why its link ended before an end arrived;
-	// cleared when a new link to it opens.
-	broken map[int]error
+	// broken is, by producer, which incarnation's link (its address)
+	// ended before an end arrived, and why; a replacement's is another
+	// address, so what broke with the dead one never fails its batches.
+	broken map[int]brokenLink
 	minSeq int64
+}
+
+type brokenLink struct {
+	addr string
+	err  error
 }
 
 type inboxKey struct {
@@ -172,7 +178,7 @@ type endKey struct {
 
 func newInbox() *inbox {
 	return &inbox{changed: make(chan struct{}), groups: map[inboxKey][]arrow.RecordBatch{},
-		ended: map[endKey]bool{}, broken: map[int]error{}}
+		ended: map[endKey]bool{}, broken: map[int]brokenLink{}}
 }
 
 func (in *inbox) notifyLocked() {
@@ -180,18 +186,18 @@ func (in *inbox) notifyLocked() {
 	in.changed = make(chan struct{})
 }
 
-// linked says a new link to producer prod opened: what broke before is
-// past.
+// linked says a link to producer prod opened: what broke before is past.
 func (in *inbox) linked(prod int) {
 	in.mu.Lock()
 	delete(in.broken, prod)
 	in.mu.Unlock()
 }
 
-// brokeLink records that producer prod's link ended with err.
-func (in *inbox) brokeLink(prod int, err error) {
+// brokeLink records that the link to producer prod at addr ended with
+// err.
+func (in *inbox) brokeLink(prod int, addr string, err error) {
 	in.mu.Lock()
-	in.broken[prod] = err
+	in.broken[prod] = brokenLink{addr: addr, err: err}
 	in.notifyLocked()
 	in.mu.Unlock()
 }
@@ -199,13 +205,13 @@ func (in *inbox) brokeLink(prod int, err error) {
 // receive reads producer prod's exchange of stage from off rx until ctx
 // ends (a new link to prod replaced this one, or the worker ends) or the
 // link breaks.
-func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from, prod int) {
+func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from, prod int, addr string) {
 	var key *inboxKey
 	for {
 		it, err := rx.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				in.brokeLink(prod, err)
+				in.brokeLink(prod, addr, err)
 			}
 			return
 		}
@@ -245,8 +251,11 @@ func (e errPeerLink) Error() string {
 
 // take waits until every other worker has sent everything of stage from
 // for attempt seq, and returns the rows by key column col, by producer
-// (retained: the caller owns them; its own part is self's to add).
-func (in *inbox) take(ctx context.Context, seq int64, from int, col string, self, par int) ([][]arrow.RecordBatch, error) {
+// (retained: the caller owns them; its own part is self's to add). addrs
+// are the producers' addresses in this attempt: only a broken link to one
+// of them fails the wait.
+func (in *inbox) take(ctx context.Context, seq int64, from int, col string, self int, addrs []string) ([][]arrow.RecordBatch, error) {
+	par := len(addrs)
 	for {
 		in.mu.Lock()
 		var missing error
@@ -256,8 +265,8 @@ func (in *inbox) take(ctx context.Context, seq int64, from int, col string, self
 				continue
 			}
 			all = false
-			if err := in.broken[p]; err != nil {
-				missing = errPeerLink{peer: p, err: err}
+			if b, ok := in.broken[p]; ok && b.addr == addrs[p] {
+				missing = errPeerLink{peer: p, err: b.err}
 			}
 		}
 		if all {

@@ -80,7 +80,7 @@ func (pw *procWorker) watchPeer(ctx context.Context, p int, addr string) {
 	c, err := pw.mesh.Peer(ctx, p, addr)
 	if err != nil {
 		if ctx.Err() == nil {
-			pw.inbox.brokeLink(p, err)
+			pw.inbox.brokeLink(p, addr, err)
 		}
 		return
 	}
@@ -91,14 +91,14 @@ func (pw *procWorker) watchPeer(ctx context.Context, p int, addr string) {
 		}
 		rx, err := c.OpenReceiver(exchChannel(si), st.Schema, 64)
 		if err != nil {
-			pw.inbox.brokeLink(p, err)
+			pw.inbox.brokeLink(p, addr, err)
 			return
 		}
 		pw.wg.Add(1)
 		go func() {
 			defer pw.wg.Done()
 			defer rx.Close()
-			pw.inbox.receive(ctx, rx, si, p)
+			pw.inbox.receive(ctx, rx, si, p, addr)
 		}()
 	}
 }

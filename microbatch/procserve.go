@@ -275,7 +275,7 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 	var exchanged int64 // rows taken from the other workers
 	for _, e := range pw.topo.hashInputs(si) {
 		from := pw.topo.index[e.From]
-		got, err := pw.inbox.take(ctx, pw.seq, from, e.KeyColumn, pw.id, pw.cfg.Parallelism)
+		got, err := pw.inbox.take(ctx, pw.seq, from, e.KeyColumn, pw.id, pw.peers)
 		if err != nil {
 			return refuse(err)
 		}
