@@ -3,8 +3,8 @@ package microbatch
 // This file is the coordinator's part of a batch whose workers are
 // processes (--workers process): the planner's questions to the readers,
 // each stage run on every worker process with the hash exchanges going
-// straight between them (procmesh.go), the sink written here, and the state version written by
-// the workers with its manifest written here.
+// straight between them (procmesh.go), the sink written here, and the
+// state version written by the workers with its manifest written here.
 
 import (
 	"context"
@@ -219,8 +219,11 @@ var errPeerDied = errors.New("a worker it exchanges with died")
 // is reported false, and the stage's error fails the run: its link broke
 // for no death, which nothing here can repair.
 func (c *coordinator) awaitPeerDeath(p int) bool {
+	if p < 0 || p >= len(c.workers) {
+		return false // a worker's answer naming no worker
+	}
 	l := c.proc.current(p)
-	if l == nil || p < 0 || p >= len(c.workers) {
+	if l == nil {
 		return false
 	}
 	_, timeout := c.env.Config.Heartbeats()

@@ -19,6 +19,7 @@ package microbatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -243,6 +244,16 @@ func (in *inbox) receive(ctx context.Context, rx *wire.Receiver, from, prod int,
 type errPeerLink struct {
 	peer int
 	err  error
+}
+
+// peerLost is what a stage's answer says of err: the peer whose link
+// broke, plus one; 0 for any other error.
+func peerLost(err error) int {
+	var pl errPeerLink
+	if errors.As(err, &pl) {
+		return pl.peer + 1
+	}
+	return 0
 }
 
 func (e errPeerLink) Error() string {

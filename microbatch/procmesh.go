@@ -144,11 +144,7 @@ func (pw *procWorker) sendExchange(ctx context.Context, si int, ok bool) error {
 		err = pw.sendTo(ctx, tx, si, p, bd, ok)
 		if err != nil {
 			tx.Abandon()
-			for k, t := range pw.tx {
-				if t == tx {
-					delete(pw.tx, k)
-				}
-			}
+			delete(pw.tx, txKey{peer: p, addr: pw.peers[p], si: si})
 			return errPeerLink{peer: p, err: err}
 		}
 	}

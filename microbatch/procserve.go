@@ -261,12 +261,7 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 		if pw.topo.hasUp(si) {
 			_ = sendHeader(ctx, pw.up[si], procHeader{Seq: m.Seq, End: true})
 		}
-		var reply procMsg
-		var pl errPeerLink
-		if errors.As(err, &pl) {
-			reply.PeerLost = pl.peer + 1
-		}
-		return reply, err
+		return procMsg{PeerLost: peerLost(err)}, err
 	}
 	if pw.se == nil || m.Seq != pw.seq {
 		return refuse(fmt.Errorf("stage %d of attempt %d, but attempt %d is in flight", si, m.Seq, pw.seq))
@@ -307,11 +302,7 @@ func (pw *procWorker) stage(ctx context.Context, m procMsg) (procMsg, error) {
 	if errors.Is(err, errWorkerKilled) {
 		return procMsg{Killed: true}, nil
 	}
-	reply := procMsg{RowsIn: bd.rowsIn[pw.id] - rowsIn, Late: bd.late[pw.id] - late, Exchanged: exchanged}
-	var pl errPeerLink
-	if errors.As(err, &pl) {
-		reply.PeerLost = pl.peer + 1
-	}
+	reply := procMsg{RowsIn: bd.rowsIn[pw.id] - rowsIn, Late: bd.late[pw.id] - late, Exchanged: exchanged, PeerLost: peerLost(err)}
 	for _, h := range bd.handover[pw.id][hand:] {
 		reply.Handover = append(reply.Handover, [2]int64{h.at.UnixNano(), h.rows})
 	}

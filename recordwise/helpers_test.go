@@ -57,6 +57,10 @@ type barrierSetting struct {
 	timeout  time.Duration
 }
 
+// bothBarrierModes are the two barrier modes, without an alignment
+// timeout: what a test runs each case in when the mode matters.
+var bothBarrierModes = []barrierSetting{{"aligned", 0}, {"unaligned", 0}}
+
 func (b barrierSetting) String() string {
 	if b.timeout > 0 {
 		return fmt.Sprintf("aligned-timeout-%s", b.timeout)

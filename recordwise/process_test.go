@@ -159,7 +159,7 @@ func TestWorkerProcessWithOtherPlacementRefusesToStart(t *testing.T) {
 // process ended by itself with its checked allocator at zero.
 func TestProcessWorkersEqualTheOracle(t *testing.T) {
 	for _, jobName := range []string{"keyed-count", "join", "windowed-sum"} {
-		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+		for _, b := range bothBarrierModes {
 			for _, mode := range sinks {
 				sc := &scenario{job: jobName, inputs: inputs(jobName, 3000, 0, 1), barriers: b, mode: mode, processes: true}
 				t.Run(fmt.Sprintf("%s/%s/%s", jobName, b, mode), func(t *testing.T) {
@@ -236,7 +236,7 @@ func TestProcessWorkerSIGKILL(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for _, jobName := range []string{"keyed-count", "join"} {
-		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+		for _, b := range bothBarrierModes {
 			for _, mode := range processKillSinks {
 				after := int64(500 + rng.IntN(3000))
 				sc := &scenario{job: jobName, inputs: inputs(jobName, 6000, 20000, 3), barriers: b, mode: mode, processes: true,
@@ -256,7 +256,7 @@ func TestProcessWorkerSIGKILL(t *testing.T) {
 func TestProcessWorkerSIGKILLTwiceInARow(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+	for _, b := range bothBarrierModes {
 		for _, mode := range processKillSinks {
 			after := int64(500 + rng.IntN(2000))
 			sc := &scenario{job: "keyed-count", inputs: inputs("keyed-count", 6000, 20000, 5), barriers: b, mode: mode, processes: true,
@@ -276,7 +276,7 @@ func TestProcessWorkerSIGKILLTwiceInARow(t *testing.T) {
 func TestProcessWorkerSIGKILLDuringRecovery(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+	for _, b := range bothBarrierModes {
 		after := int64(500 + rng.IntN(2000))
 		sc := &scenario{job: "join", inputs: inputs("join", 6000, 20000, 7), barriers: b, mode: sink.Transactional, processes: true,
 			fails: []fault.Spec{{Worker: 0, AfterRecords: after, AfterPoint: PointAfterMetadata},
@@ -320,7 +320,7 @@ func TestProcessWorkerTaskPoints(t *testing.T) {
 	seed := testseed.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	for _, p := range taskPoints {
-		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+		for _, b := range bothBarrierModes {
 			jobName := "keyed-count"
 			if p == PointDuringAlignment {
 				if b.barriers == "unaligned" {

@@ -218,7 +218,7 @@ func checkFellBack(t *testing.T, o *result, corrupted checkpoint.ID) {
 // duplicate and no conflicting row.
 func TestCorruptNewestTransactional(t *testing.T) {
 	for _, j := range []string{"keyed-count", "windowed-sum", "etl"} {
-		for _, b := range []barrierSetting{{"aligned", 0}, {"unaligned", 0}} {
+		for _, b := range bothBarrierModes {
 			t.Run(j+"/"+b.String(), func(t *testing.T) {
 				corrupted := checkpoint.ID(0)
 				// The crash follows the second checkpoint's commit, which

@@ -135,9 +135,9 @@ func TestMeshReplacementIsANewPeer(t *testing.T) {
 
 // TestMeshWaitForAGonePeerEndsAtOnce: worker 1 awaits worker 0's dial
 // (the lower id dials), which never comes; once the coordinator says
-// worker 0 at that address is gone, the wait
-// ends with ErrPeerGone well before its deadline, and a replacement at
-// another address is still reached.
+// worker 0 at that address is gone, the wait ends with ErrPeerGone well
+// before its deadline, and a replacement at another address is still
+// reached.
 func TestMeshWaitForAGonePeerEndsAtOnce(t *testing.T) {
 	token, _ := NewToken()
 	m1 := newTestMesh(t, 1, token, nil)
