@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -277,12 +278,17 @@ func TestNoWorkerProcessOutlivesItsRun(t *testing.T) {
 
 // checkSecondCrashInsideFirstRecovery: the second crash came before the
 // unit the first one interrupted was in the ledger again, which is when
-// the first recovery ends.
+// the first recovery ends. Events are taken in the order of their stamps,
+// not of their tracing: a crash is traced once it is detected and its
+// replacement started, but stamped at the death, so a unit recorded in
+// between was traced first though it ended after the crash.
 func checkSecondCrashInsideFirstRecovery(t testing.TB, o *outcome, what string) {
 	t.Helper()
 	crashes, first := 0, UnitID{}
 	interrupted := false
-	for _, ev := range o.trace {
+	evs := slices.Clone(o.trace)
+	slices.SortStableFunc(evs, func(a, b traceEvent) int { return a.At.Compare(b.At) })
+	for _, ev := range evs {
 		switch {
 		case ev.Kind == "crash":
 			crashes++
