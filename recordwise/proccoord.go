@@ -200,12 +200,14 @@ func (pc *procCoord) failCurrent(err error) {
 }
 
 // lost is worker w's connection breaking: the worker is dead, and the
-// attempt running ends as a crash.
+// attempt running ends as a crash. An incarnation replaced already was
+// carried out already: its reader may see the break only once its
+// replacement runs the next attempt, which it must not end.
 func (pc *procCoord) lost(w int, s *run.FleetSlot, err error) {
 	pc.mu.Lock()
 	inc := pc.cur
 	pc.mu.Unlock()
-	if inc == nil || errors.Is(err, wire.ErrClosedByPeer) {
+	if inc == nil || pc.fleet.Slot(w) != s || errors.Is(err, wire.ErrClosedByPeer) {
 		return
 	}
 	at := s.KilledAt()
@@ -245,9 +247,15 @@ func (pc *procCoord) peerLost(w, p int, addr string) {
 }
 
 // kill SIGKILLs worker w's process for a fault; its broken connection
-// ends the attempt (lost).
+// ends the attempt (lost). It kills the incarnation the fault was meant
+// for: one replaced meanwhile (the attempt ended otherwise) is left alone.
 func (pc *procCoord) kill(w int) {
-	go func() { _, _, _ = pc.fleet.Kill(w) }()
+	s := pc.fleet.Slot(w)
+	go func() {
+		if pc.fleet.Slot(w) == s {
+			_, _, _ = pc.fleet.Kill(w)
+		}
+	}()
 }
 
 // buildStubs makes the attempt's tasks as the coordinator holds them: an
