@@ -21,7 +21,6 @@ package microbatch
 import (
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -38,6 +37,7 @@ import (
 // storage's row order.
 type patchGroup struct {
 	cols [][]int64
+	mem  []*offheap.Array[int64] // cols' memory (patchcols.go)
 	// index maps an entry's key to its row, built on the first entry
 	// hand-over and kept while rows only change in place or are appended.
 	index *posIndex
@@ -55,15 +55,17 @@ func newPatchGroup(b arrow.RecordBatch) (*patchGroup, error) {
 	if !ok {
 		return nil, fmt.Errorf("state of schema %s is not plain int64 columns", b.Schema())
 	}
-	g := &patchGroup{cols: make([][]int64, len(vals))}
+	g := &patchGroup{}
+	g.cols, g.mem = newPatchCols(len(vals))
 	for c, v := range vals {
-		g.cols[c] = slices.Clone(v)
+		g.cols[c], g.mem[c] = cloneColumn(v)
 	}
 	return g, nil
 }
 
 // batch wraps the group's columns as a batch without copying them. It is
-// valid until the group is next patched; its memory is the Go heap's.
+// valid until the group is next patched or freed; it holds no allocator's
+// memory.
 func (g *patchGroup) batch(s *arrow.Schema) arrow.RecordBatch { return int64Batch(s, g.cols) }
 
 // int64Batch wraps int64 columns of equal length as a batch of schema s,
@@ -161,6 +163,7 @@ func patchWhole(base *[keygroup.Count]*patchGroup, g operator.GroupChange, alloc
 	old := base[g.KeyGroup]
 	if g.Batch.NumRows() == 0 {
 		base[g.KeyGroup] = nil
+		old.free()
 		return nil, nil
 	}
 	ng, err := newPatchGroup(g.Batch)
@@ -171,9 +174,11 @@ func patchWhole(base *[keygroup.Count]*patchGroup, g operator.GroupChange, alloc
 	if old == nil {
 		return &groupDiff{kgChange{kg: g.KeyGroup}, g.Batch.NumRows()}, nil
 	}
+	// The diff takes its rows from the hand-over, not from old.
 	ob := old.batch(g.Batch.Schema())
-	defer ob.Release()
 	d, err := diffGroup(ob, operator.KeyGroupState{KeyGroup: g.KeyGroup, Batch: g.Batch}, alloc)
+	ob.Release()
+	old.free()
 	if err == nil && d != nil && d.edit != nil {
 		// One check for every edit of the object (state.EncodeDelta).
 		ng.sum, ng.hasSum = state.RowsChecksum(g.Batch, uniformColumn(g.Batch.Schema())), true
@@ -197,7 +202,8 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 	}
 	pg := base[g.KeyGroup]
 	if pg == nil {
-		pg = &patchGroup{cols: make([][]int64, len(vals))}
+		pg = &patchGroup{}
+		pg.cols, pg.mem = newPatchCols(len(vals))
 		base[g.KeyGroup] = pg
 	}
 	uni := uniformColumn(g.Batch.Schema())
@@ -235,9 +241,7 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 				return nil, fmt.Errorf("key %d handed over twice in one hand-over", k)
 			}
 			at := pg.rows()
-			for c := range vals {
-				pg.cols[c] = append(pg.cols[c], vals[c][r])
-			}
+			pg.appendRow(vals, r)
 			pg.index.put(pg.cols[keyCol], at)
 			pg.sum += state.RowCountShare + state.RowHash(pg.cols, at, uni)
 			added = append(added, r)

@@ -215,3 +215,67 @@ func TestPosIndexLargeAndGrowing(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchColumnsGrowOutsideTheHeap hands over new keys until a group's
+// columns are far past the size that is mapped outside Go's heap (growing
+// through several mapped sizes), replaces the group whole, and frees the
+// base: every value survives each move, the columns end mapped, and
+// every mapping is returned.
+func TestPatchColumnsGrowOutsideTheHeap(t *testing.T) {
+	seed := testseed.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var base [keygroup.Count]*patchGroup
+	var sc patchScratch
+	want := map[int64][2]int64{}
+	var next int64
+	for len(want) < 60000 {
+		var rows [][3]int64
+		for range 1 + rng.IntN(5000) {
+			v := [2]int64{1 + rng.Int64N(9), rng.Int64N(1000)}
+			want[next] = v
+			rows = append(rows, [3]int64{next, v[0], v[1]})
+			next++
+		}
+		b := patchBatch(rows)
+		d, err := patchEntries(&base, operator.GroupChange{KeyGroup: 3, Batch: b, Entries: true, Rows: len(want)}, 0, &sc)
+		b.Release()
+		if err != nil {
+			t.Fatalf("seed %d, %d keys: %v", seed, len(want), err)
+		}
+		if d != nil && d.rows != nil {
+			d.rows.Release()
+		}
+	}
+	pg := base[3]
+	mems := slices.Clone(pg.mem)
+	for c, a := range pg.mem {
+		if !a.Mapped() || len(pg.cols[c]) != len(want) {
+			t.Fatalf("seed %d: column %d of %d rows (want %d), mapped %v", seed, c, len(pg.cols[c]), len(want), a.Mapped())
+		}
+	}
+	for r := range pg.rows() {
+		k := pg.cols[0][r]
+		if got := [2]int64{pg.cols[1][r], pg.cols[2][r]}; got != want[k] {
+			t.Fatalf("seed %d: key %d holds %v, want %v", seed, k, got, want[k])
+		}
+	}
+	// Handed over whole: the group is replaced, the old one freed.
+	whole := pg.batch(patchSchema)
+	wholeCopy := copyBatch(whole, memory.DefaultAllocator)
+	whole.Release()
+	if _, err := patchWhole(&base, operator.GroupChange{KeyGroup: 3, Batch: wholeCopy}, memory.DefaultAllocator); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	wholeCopy.Release()
+	if base[3] == pg || base[3].rows() != len(want) || pg.cols != nil {
+		t.Fatalf("seed %d: after a whole hand-over: a new group %v of %d rows (want %d), the old one freed %v", seed, base[3] != pg, base[3].rows(), len(want), pg.cols == nil)
+	}
+	ng := base[3]
+	mems = append(mems, ng.mem...)
+	ng.free()
+	for i, a := range mems {
+		if a.Mapped() || a.S != nil {
+			t.Fatalf("seed %d: array %d of the freed groups still mapped", seed, i)
+		}
+	}
+}

@@ -214,7 +214,12 @@ func (w *worker) closeOps() {
 }
 
 func (w *worker) releaseBase() {
-	clear(w.pbase)
+	for si := range w.pbase {
+		for kg, g := range w.pbase[si] {
+			g.free()
+			w.pbase[si][kg] = nil
+		}
+	}
 	for si := range w.base {
 		for kg, b := range w.base[si] {
 			if b != nil {
