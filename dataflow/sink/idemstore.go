@@ -188,7 +188,7 @@ func (st *runStore) add(rows func(emit func([]byte) error) error, applied int64)
 	num := st.man.nextRun
 	st.man.nextRun++
 	st.mu.Unlock()
-	w, err := createRun(st.dir, st.id, num, st.rowLen)
+	w, err := createRun(st.dir, st.id, num, st.rowLen, false)
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func (st *runStore) mergeOnce(stop <-chan struct{}) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	w, err := createRun(st.dir, st.id, num, st.rowLen)
+	w, err := createRun(st.dir, st.id, num, st.rowLen, true)
 	if err != nil {
 		return false, err
 	}
