@@ -232,25 +232,33 @@ func (l *Listener) handshake(nc net.Conn) (*Conn, Hello, error) {
 // it is accepted may make the listener allocate more.
 const helloMax = 64 << 10
 
-// Dial connects to a listener and says Hello. The listener's refusal
-// comes back as an error wrapping ErrRefused, with its reason.
+// Dial connects to a listener (a coordinator, or a peer's mesh) and says
+// Hello. The listener's refusal comes back as an error wrapping
+// ErrRefused, with its reason. The connect and the handshake together
+// end within DefaultHandshakeTimeout (or ctx's deadline, if sooner): an
+// address whose packets vanish would otherwise hold the dial for the
+// system's connect timeout, about two minutes on Linux.
 func Dial(ctx context.Context, addr string, hello Hello, opts Options) (*Conn, Welcome, error) {
+	return dial(ctx, addr, hello, opts, DefaultHandshakeTimeout)
+}
+
+func dial(ctx context.Context, addr string, hello Hello, opts Options, timeout time.Duration) (*Conn, Welcome, error) {
 	opts = opts.withDefaults()
 	if hello.Protocol == 0 {
 		hello.Protocol = Protocol
 	}
-	var d net.Dialer
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	d := net.Dialer{Deadline: deadline}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, Welcome{}, fmt.Errorf("dialing the coordinator at %s: %w", addr, err)
+		return nil, Welcome{}, fmt.Errorf("dialing %s: %w", addr, err)
 	}
 	fail := func(err error) (*Conn, Welcome, error) {
 		_ = nc.Close()
-		return nil, Welcome{}, fmt.Errorf("joining the coordinator at %s: %w", addr, err)
-	}
-	deadline := time.Now().Add(DefaultHandshakeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		return nil, Welcome{}, fmt.Errorf("joining %s: %w", addr, err)
 	}
 	_ = nc.SetDeadline(deadline)
 	w := NewWriter(nc)
