@@ -100,6 +100,10 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 func (x *execution) summary() *report.Summary {
 	s := x.met.summary()
 	s.LostPieces = x.lost.summary()
+	if x.procs != nil {
+		// Its units exchange nothing between workers: storage carries it all.
+		s.Workers = &report.WorkerProcesses{Started: x.procs.Started()}
+	}
 	return s
 }
 

@@ -80,6 +80,9 @@ func TestProcessWorkersMatchTheOracle(t *testing.T) {
 				if got := len(o.x.procs.Ended()); got != sc.parallelism {
 					t.Fatalf("%s: %d worker processes started, want %d (one per worker)", what, got, sc.parallelism)
 				}
+				if w := o.summary.Workers; w == nil || w.Started != sc.parallelism || w.LinkRows != 0 {
+					t.Fatalf("%s: the summary's workers %+v; want %d processes and no rows between them", what, w, sc.parallelism)
+				}
 				if o.summary.Crashes != 0 || sigkilled(o.x) != 0 {
 					t.Fatalf("%s: %d crashes, %d processes SIGKILLed in a run without faults", what, o.summary.Crashes, sigkilled(o.x))
 				}

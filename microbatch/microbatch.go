@@ -296,7 +296,11 @@ func (e Executor) Run(ctx context.Context, env *run.Env) (*report.Summary, error
 			met.note(fmt.Sprintf("workers ran as processes of this binary (--workers process): %d incarnations, replacements included; a worker's detect and acquire are measured; %d rows of the hash exchanges went straight from one worker to another (their own links, with the run's token), and the coordinator received %d rows for the sink",
 				procs.fleet.Started(), procs.exchanged.Load(), procs.sunk.Load()))
 		}
-		return met.summary()
+		s := met.summary()
+		if procs != nil {
+			s.Workers = &report.WorkerProcesses{Started: procs.fleet.Started(), LinkRows: procs.exchanged.Load()}
+		}
+		return s
 	}
 	var crashed *recovery
 	var reprocessed int64

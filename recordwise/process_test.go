@@ -177,29 +177,13 @@ func TestProcessWorkersEqualTheOracle(t *testing.T) {
 					if o.summary.RecordsIn != 3000 {
 						t.Fatalf("%s: %d records read, want 3000", sc, o.summary.RecordsIn)
 					}
-					if n := linkedRows(t, o.summary.Notes); n <= 0 {
-						t.Fatalf("%s: %d rows went worker to worker directly; the keyBy between the two workers must carry some", sc, n)
+					if w := o.summary.Workers; w == nil || w.LinkRows <= 0 || w.Started != 2 {
+						t.Fatalf("%s: the summary's workers %+v; want 2 processes, and some rows gone worker to worker directly over the keyBy between them", sc, w)
 					}
 				})
 			}
 		}
 	}
-}
-
-// linkedRows reads the rows the summary says went from one worker
-// process to another over their direct links (-1: no such note).
-func linkedRows(t *testing.T, notes []string) int64 {
-	t.Helper()
-	for _, n := range notes {
-		if _, rest, ok := strings.Cut(n, "links between worker processes are direct"); ok {
-			var rows int64
-			if _, err := fmt.Sscanf(rest[strings.Index(rest, ":")+1:], "%d rows", &rows); err != nil {
-				t.Fatalf("note %q: %v", n, err)
-			}
-			return rows
-		}
-	}
-	return -1
 }
 
 // checkProcessKills: the run crashed crashes times, every crash was a

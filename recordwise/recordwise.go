@@ -203,6 +203,7 @@ func (e Executor) RunReport(ctx context.Context, env *run.Env) (*report.Summary,
 		s, rep := sh.obs.summary(time.Since(start))
 		if sh.proc != nil {
 			s.Notes = append(s.Notes, sh.proc.note())
+			s.Workers = &report.WorkerProcesses{Started: sh.proc.fleet.Started(), LinkRows: sh.proc.linked.Load()}
 		}
 		return s, &rep
 	}

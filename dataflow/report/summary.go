@@ -82,9 +82,24 @@ type Summary struct {
 
 	ThroughputRPS float64 `json:"throughput_rps"`
 	WallMs        float64 `json:"wall_ms"`
+	// Workers counts a run's worker processes (--workers process); null
+	// when its workers ran in this process.
+	Workers *WorkerProcesses `json:"workers"`
 	// Notes are human-readable caveats ("source is forgetful: 1200 records
 	// lost"), also printed by the text summary.
 	Notes []string `json:"notes"`
+}
+
+// WorkerProcesses is what a run with worker processes counts of them.
+type WorkerProcesses struct {
+	// Started counts the processes the run started, replacements
+	// included.
+	Started int `json:"started"`
+	// LinkRows are the rows that went straight from one worker process
+	// to another over their own links, never through the coordinator (0
+	// for an executor whose workers exchange nothing). A killed worker's
+	// own count dies with it, so after a crash it is a lower bound.
+	LinkRows int64 `json:"link_rows"`
 }
 
 // Recovery is the bill of one crash.
