@@ -1,6 +1,7 @@
 package recordwise
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -137,6 +138,8 @@ type result struct {
 	storage string
 	// ended is how each worker process ended (processes).
 	ended []run.ProcEnd
+	// logs is what the run logged (read once it ended).
+	logs *bytes.Buffer
 }
 
 func (sc *scenario) String() string {
@@ -242,7 +245,8 @@ func (sc *scenario) execute(t testing.TB) *result {
 		defer stop()
 		cfg.Progress = &checkpointStop{w: cfg.Progress, when: sc.stopWhen, stop: stop}
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &bytes.Buffer{} // the handler serialises its writes
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	env, err := run.Prepare(ctx, cfg, alloc, log, true, run.OutputResume)
 	if err != nil {
 		t.Fatalf("%s: prepare: %v", sc, err)
@@ -251,7 +255,7 @@ func (sc *scenario) execute(t testing.TB) *result {
 		env.Store = sc.wrapStore(env.Store)
 	}
 	env.Trace = sc.trace
-	o := &result{env: env, storage: cfg.Storage}
+	o := &result{env: env, storage: cfg.Storage, logs: logs}
 	opts := sc.opts
 	if sc.processes {
 		env.WorkerCommand = testWorkerCommand()

@@ -185,7 +185,7 @@ func (pc *procCoord) handle(w int, s *run.FleetSlot, m procMsg) {
 	case opPoint:
 		pc.answerPoint(s, inc, m)
 	case opPeerLost:
-		pc.peerLost(w, m.Subtask, m.Text)
+		pc.peerLost(w, m.Subtask, m.Text, m.Why)
 	}
 }
 
@@ -226,10 +226,13 @@ func (pc *procCoord) lost(w int, s *run.FleetSlot, err error) {
 // once; a p that still answers here past the heartbeat timeout cannot
 // serve the attempt anyway, so it is killed, and the attempt recovers
 // from that crash as from any other.
-func (pc *procCoord) peerLost(w, p int, addr string) {
+func (pc *procCoord) peerLost(w, p int, addr, why string) {
 	s := pc.fleet.Slot(p)
 	if s == nil || s.Peer != addr || s.Conn.Err() != nil {
 		return
+	}
+	if l := pc.sh.env.Log; l != nil {
+		l.Info(fmt.Sprintf("worker %d's link to worker %d (%s) broke: %s", w, p, addr, why))
 	}
 	_, timeout := pc.sh.env.Config.Heartbeats()
 	go func() {

@@ -196,7 +196,7 @@ func checkProcessKills(t *testing.T, sc *scenario, o *result, crashes, started i
 	}
 	o.check(t, sc.String())
 	if o.summary.Crashes != crashes {
-		t.Fatalf("%s: %d crashes, want %d", sc, o.summary.Crashes, crashes)
+		t.Fatalf("%s: %d crashes, want %d%s", sc, o.summary.Crashes, crashes, o.processStory())
 	}
 	for i, r := range o.summary.Recoveries {
 		if r.DetectMs == nil || r.AcquireMs == nil || *r.AcquireMs <= 0 || *r.DetectMs < 0 || len(r.Modelled) != 0 {
@@ -204,8 +204,26 @@ func checkProcessKills(t *testing.T, sc *scenario, o *result, crashes, started i
 		}
 	}
 	if kills := runtest.CheckNoOrphans(t, o.ended); kills != crashes || len(o.ended) != started {
-		t.Fatalf("%s: %d of %d processes SIGKILLed, want %d of %d", sc, kills, len(o.ended), crashes, started)
+		t.Fatalf("%s: %d of %d processes SIGKILLed, want %d of %d%s", sc, kills, len(o.ended), crashes, started, o.processStory())
 	}
+}
+
+// processStory is, for a failure's message, how each worker process
+// ended, the recoveries' causes and what the run logged.
+func (o *result) processStory() string {
+	var b strings.Builder
+	for _, e := range o.ended {
+		fmt.Fprintf(&b, "\n  worker %d pid %d: signal %v, err %v", e.ID, e.Pid, e.Signal, e.Err)
+	}
+	if o.summary != nil {
+		for i, r := range o.summary.Recoveries {
+			fmt.Fprintf(&b, "\n  recovery %d: %s", i, r.Cause)
+		}
+	}
+	if o.logs != nil {
+		fmt.Fprintf(&b, "\n  log:\n%s", o.logs.String())
+	}
+	return b.String()
 }
 
 // processKillSinks are the sink modes the kill tests run: every one.

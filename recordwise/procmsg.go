@@ -69,6 +69,8 @@ type procMsg struct {
 	Killed bool `json:"killed,omitempty"`
 	// The rows a stopped attempt received over direct links (stopped).
 	Linked int64 `json:"linked,omitempty"`
+	// Why a direct link broke (peer-lost).
+	Why string `json:"why,omitempty"`
 }
 
 // procStart is what an attempt's tasks are built from besides durable

@@ -311,7 +311,7 @@ func (s *workerSide) linkBroke(inc *incarnation, l link, peer int, c *wire.Conn,
 		if peer < len(s.peers) {
 			addr = s.peers[peer]
 		}
-		_ = sendMsg(s.conn, procMsg{Op: opPeerLost, Attempt: inc.attempt, Subtask: peer, Text: addr})
+		_ = sendMsg(s.conn, procMsg{Op: opPeerLost, Attempt: inc.attempt, Subtask: peer, Text: addr, Why: err.Error()})
 		return
 	}
 	inc.fail(fmt.Errorf("channel %s: %w", l.name(), err), "")

@@ -191,6 +191,11 @@ func (m *Mesh) Peer(ctx context.Context, id int, addr string) (*Conn, error) {
 				m.dialing[k] = ch
 				m.mu.Unlock()
 				c, err := m.dial(ctx, k)
+				// In the mesh before the waiters wake: one that found
+				// neither it nor a dial under way would dial again, and
+				// the peer would close this connection over, with every
+				// link already open on it.
+				added := err == nil && m.add(k, c)
 				m.mu.Lock()
 				delete(m.dialing, k)
 				close(ch)
@@ -198,7 +203,7 @@ func (m *Mesh) Peer(ctx context.Context, id int, addr string) (*Conn, error) {
 				if err != nil {
 					return nil, err
 				}
-				if !m.add(k, c) {
+				if !added {
 					_ = c.Close()
 					continue // closed, or the peer is gone: said above
 				}

@@ -170,3 +170,54 @@ func TestMeshWaitForAGonePeerEndsAtOnce(t *testing.T) {
 		t.Fatalf("the replacement at another address: %v", err)
 	}
 }
+
+// TestMeshConcurrentPeersShareOneDial: many links of a worker ask for the
+// same peer at once (an attempt's tasks start together); one connection
+// is dialed and every caller gets it. Waiters woken before the dialed
+// connection was in the mesh used to dial a second one, which the peer
+// took as a redial and closed the first over: every link already open on
+// it broke (seen as a "peer-lost" between two live workers under load).
+func TestMeshConcurrentPeersShareOneDial(t *testing.T) {
+	token, _ := NewToken()
+	for round := range 30 {
+		m0, m1 := newTestMesh(t, 0, token, memory.DefaultAllocator), newTestMesh(t, 1, token, memory.DefaultAllocator)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		const callers = 16
+		got := make(chan *Conn, callers)
+		start := make(chan struct{})
+		for range callers {
+			go func() {
+				<-start
+				c, err := m0.Peer(ctx, 1, m1.Addr())
+				if err != nil {
+					t.Error(err)
+				}
+				got <- c
+			}()
+		}
+		close(start)
+		var first *Conn
+		for range callers {
+			c := <-got
+			if first == nil {
+				first = c
+			}
+			if c == nil || c != first {
+				t.Fatalf("round %d: callers got different connections", round)
+			}
+		}
+		c1, err := m1.Peer(ctx, 0, m0.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A second dial, if any, has reached m1 by now or soon: give it
+		// the time to close the first connection over.
+		time.Sleep(20 * time.Millisecond)
+		if first.Err() != nil || c1.Err() != nil {
+			t.Fatalf("round %d: the link broke between two live workers: %v / %v", round, first.Err(), c1.Err())
+		}
+		cancel()
+		_ = m0.Close()
+		_ = m1.Close()
+	}
+}
