@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -178,11 +179,14 @@ func TestMeshWaitForAGonePeerEndsAtOnce(t *testing.T) {
 // took as a redial and closed the first over: every link already open on
 // it broke (seen as a "peer-lost" between two live workers under load).
 func TestMeshConcurrentPeersShareOneDial(t *testing.T) {
+	// More threads than this machine's two cores make the waiters race
+	// the dialer for the mesh's lock far more often.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
 	token, _ := NewToken()
 	for round := range 30 {
 		m0, m1 := newTestMesh(t, 0, token, memory.DefaultAllocator), newTestMesh(t, 1, token, memory.DefaultAllocator)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		const callers = 16
+		const callers = 64
 		got := make(chan *Conn, callers)
 		start := make(chan struct{})
 		for range callers {
