@@ -348,6 +348,12 @@ func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64, recorded 
 	}
 	data, err := os.ReadFile(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && recorded && rolledFile(s.dir, e.File):
+		// Rolled after the record, then removed as its roll's visible
+		// file shadowed it: by a resume from an older point (to which
+		// this record was of a point never made durable) or a commit.
+		// The visible file holds the rows the record names.
+		return appendFile{}, false, nil
 	case errors.Is(err, fs.ErrNotExist) && recorded:
 		return appendFile{}, false, fmt.Errorf("in-progress append file %s of recovery point %d is missing (the run's record of its destination says its first %s): %s",
 			path, epoch, e.holds(), refuseHint)
@@ -376,7 +382,7 @@ func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64, recorded 
 		// Rolled already (a kill before the next record): readers read
 		// the visible file, which holds the rest; only the checked
 		// prefix is published again.
-		if _, err := os.Lstat(filepath.Join(s.dir, filepath.Base(e.File))); err == nil {
+		if rolledFile(s.dir, e.File) {
 			data = nil
 		}
 	}
@@ -402,6 +408,13 @@ func (s *appendSink) recoverInProgress(e inProgressEntry, epoch int64, recorded 
 	return f, true, nil
 }
 
+// rolledFile says in-progress file name (relative to dir) has the visible
+// file its roll makes.
+func rolledFile(dir, name string) bool {
+	_, err := os.Lstat(filepath.Join(dir, filepath.Base(name)))
+	return err == nil
+}
+
 // leftTails lists the in-progress files in dir that keep does not name,
 // split into those a visible file of their name shadows (rolled: readers
 // no longer read them) and the others.
@@ -419,7 +432,7 @@ func leftTails(dir string, keep map[string]bool) (shadowed, live []string, err e
 		if keep[rel] {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(dir, e.Name())); err == nil || !inProgressNameRE.MatchString(rel) {
+		if rolledFile(dir, rel) || !inProgressNameRE.MatchString(rel) {
 			shadowed = append(shadowed, rel)
 		} else {
 			live = append(live, rel)

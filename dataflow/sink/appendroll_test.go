@@ -1,6 +1,8 @@
 package sink
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -293,6 +295,55 @@ func TestAppendRollKilledAfterRoll(t *testing.T) {
 	_, st := f.wantResolved(append(append([][]int64{}, e0...), e1...))
 	if st.DuplicateRows != int64(len(e0)) {
 		t.Fatalf("%d duplicate rows, want epoch 0's %d published twice", st.DuplicateRows, len(e0))
+	}
+}
+
+// TestAppendRollRecordOfAPointNeverMade: process 1 records epoch 0 (an
+// in-progress file's prefix), rolls the file and dies before point 0 is
+// durable; process 2 resumes from no point at all, so that record is of a
+// point never made, and removes the rolled in-progress file its visible
+// file shadows; it replays everything and makes point 1. Process 3, from
+// point 1, finds the record of epoch 0 (<= 1) naming a file that is gone:
+// its roll's visible file holds those rows, so that is no damage. The
+// soak campaign found this (seed 10922509485824477530, schedule 10):
+// process 3 refused to resume.
+func TestAppendRollRecordOfAPointNeverMade(t *testing.T) {
+	f := newFixture(t)
+	j := journalFor(t, t.TempDir())
+	r, _ := newRand(t)
+	g := newGen(r, 300, 1000)
+	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	attach(t, s, j)
+	must(t, s.Recover(-1), "recover")
+	w := f.writer(s, 0, 0)
+	e0 := g.rows(30)
+	f.write(w, 0, e0)
+	must(t, w.Flush(0), "flush 0")
+	must(t, s.Record(0), "record 0")
+	must(t, w.(*appendWriter).roll(), "roll")
+	must(t, s.Close(), "close") // killed before point 0
+	ip := filepath.Join(f.dir, InProgressDir, "part-s0-a0-000000.parquet")
+	if _, err := os.Stat(ip); err != nil {
+		t.Fatalf("the rolled in-progress file is not there before the second process: %v", err)
+	}
+	s2 := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	attach(t, s2, j)
+	must(t, s2.Recover(-1), "recover from no point")
+	if _, err := os.Stat(ip); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the second process kept %s (%v): the test needs it removed, as its roll shadows it", ip, err)
+	}
+	w2 := f.writer(s2, 0, 1)
+	f.write(w2, 1, e0) // the replay writes epoch 0's rows again
+	must(t, w2.Flush(1), "flush 1")
+	must(t, s2.Commit(1), "commit 1")
+	must(t, s2.Close(), "close")
+	s3 := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	defer s3.Close()
+	attach(t, s3, j)
+	must(t, s3.Recover(1), "recover from point 1")
+	_, st := f.wantResolved(e0)
+	if st.VisibleRows != 2*int64(len(e0)) {
+		t.Fatalf("%d visible rows, want %d: the rolled file and the replay's", st.VisibleRows, 2*len(e0))
 	}
 }
 
