@@ -14,9 +14,9 @@ import (
 // on the heap (offheap.MinBytes) and should not grow one row at a time.
 const minPatchCap = 256
 
-// newPatchCols makes n empty columns.
-func newPatchCols(n int) ([][]int64, []*offheap.Array[int64]) {
-	return make([][]int64, n), make([]*offheap.Array[int64], n)
+// emptyPatchGroup is a group of ncols empty columns.
+func emptyPatchGroup(ncols int) *patchGroup {
+	return &patchGroup{cols: make([][]int64, ncols), mem: make([]*offheap.Array[int64], ncols)}
 }
 
 // cloneColumn copies v into an array of its own.

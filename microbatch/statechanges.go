@@ -55,8 +55,7 @@ func newPatchGroup(b arrow.RecordBatch) (*patchGroup, error) {
 	if !ok {
 		return nil, fmt.Errorf("state of schema %s is not plain int64 columns", b.Schema())
 	}
-	g := &patchGroup{}
-	g.cols, g.mem = newPatchCols(len(vals))
+	g := emptyPatchGroup(len(vals))
 	for c, v := range vals {
 		g.cols[c], g.mem[c] = cloneColumn(v)
 	}
@@ -202,8 +201,7 @@ func patchEntries(base *[keygroup.Count]*patchGroup, g operator.GroupChange, key
 	}
 	pg := base[g.KeyGroup]
 	if pg == nil {
-		pg = &patchGroup{}
-		pg.cols, pg.mem = newPatchCols(len(vals))
+		pg = emptyPatchGroup(len(vals))
 		base[g.KeyGroup] = pg
 	}
 	uni := uniformColumn(g.Batch.Schema())

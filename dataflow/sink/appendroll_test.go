@@ -260,13 +260,11 @@ func TestAppendRollKilled(t *testing.T) {
 	}
 }
 
-// TestAppendRollKilledAfterRoll: a kill after a roll and before the next
-// record leaves a visible file no record lists beside the in-progress file
-// the record names; the resume publishes the recorded prefix again (its
-// rows show as duplicates, counted) and leaves the unlisted file as it is.
-func TestAppendRollKilledAfterRoll(t *testing.T) {
-	f := newFixture(t)
-	j := journalFor(t, t.TempDir())
+// recordedEpoch0 opens a rolling sink over f with journal j, as a first
+// process does, and has one writer flush 30 rows of epoch 0 into its
+// in-progress file and Record(0): the record names the file's prefix.
+func recordedEpoch0(t *testing.T, f *fixture, j *Journal) (Sink, Writer, *gen, [][]int64) {
+	t.Helper()
 	r, _ := newRand(t)
 	g := newGen(r, 300, 1000)
 	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
@@ -277,6 +275,17 @@ func TestAppendRollKilledAfterRoll(t *testing.T) {
 	f.write(w, 0, e0)
 	must(t, w.Flush(0), "flush 0")
 	must(t, s.Record(0), "record 0")
+	return s, w, g, e0
+}
+
+// TestAppendRollKilledAfterRoll: a kill after a roll and before the next
+// record leaves a visible file no record lists beside the in-progress file
+// the record names; the resume publishes the recorded prefix again (its
+// rows show as duplicates, counted) and leaves the unlisted file as it is.
+func TestAppendRollKilledAfterRoll(t *testing.T) {
+	f := newFixture(t)
+	j := journalFor(t, t.TempDir())
+	s, w, g, e0 := recordedEpoch0(t, f, j)
 	e1 := g.rows(30)
 	f.write(w, 1, e1)
 	must(t, w.Flush(1), "flush 1")
@@ -310,16 +319,7 @@ func TestAppendRollKilledAfterRoll(t *testing.T) {
 func TestAppendRollRecordOfAPointNeverMade(t *testing.T) {
 	f := newFixture(t)
 	j := journalFor(t, t.TempDir())
-	r, _ := newRand(t)
-	g := newGen(r, 300, 1000)
-	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
-	attach(t, s, j)
-	must(t, s.Recover(-1), "recover")
-	w := f.writer(s, 0, 0)
-	e0 := g.rows(30)
-	f.write(w, 0, e0)
-	must(t, w.Flush(0), "flush 0")
-	must(t, s.Record(0), "record 0")
+	s, w, _, e0 := recordedEpoch0(t, f, j)
 	must(t, w.(*appendWriter).roll(), "roll")
 	must(t, s.Close(), "close") // killed before point 0
 	ip := filepath.Join(f.dir, InProgressDir, "part-s0-a0-000000.parquet")

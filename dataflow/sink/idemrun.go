@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // A run is one immutable file of the idempotent store: a header (magic,
@@ -115,7 +117,7 @@ type pacedFileWriter struct {
 func (w *pacedFileWriter) Write(b []byte) (int, error) {
 	n, err := w.f.Write(b)
 	if n > 0 {
-		writeBack(w.f, w.off, int64(n))
+		storage.Writeback(w.f, w.off, int64(n), true)
 		w.off += int64(n)
 	}
 	return n, err

@@ -157,7 +157,7 @@ const overlapCRC = 1 << 20
 
 // writebackChunk is how much of the payload Put hands to the kernel per
 // write before asking it to start sending those pages to the device
-// (startWriteback). The device then works while the rest is still being
+// (Writeback). The device then works while the rest is still being
 // copied into the page cache, so the final fsync waits for the last chunk
 // and the journal commit instead of the whole object. The fsync is still
 // what makes the object durable; this only starts the I/O earlier.
@@ -460,7 +460,7 @@ func writeStreaming(f *os.File, payload []byte, trailer func() []byte) error {
 		if _, err := f.Write(payload[off : off+writebackChunk]); err != nil {
 			return err
 		}
-		startWriteback(f, int64(off), writebackChunk)
+		Writeback(f, int64(off), writebackChunk, false)
 		off += writebackChunk
 	}
 	if trailer == nil {

@@ -10,17 +10,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startWriteback asks the kernel to start writing f's dirty pages in
-// [off, off+n) to the device and returns without waiting. It is only a
-// hint that lets the device work earlier: durability still comes from
-// fsync, so a failure (say, a file system without support) is ignored.
-func startWriteback(f *os.File, off, n int64) {
+// Writeback asks the kernel to start writing f's dirty pages in
+// [off, off+n) to the device; with wait it returns once they are there
+// (on the device, not through its cache). It only paces the device:
+// durability still comes from fsync, so a failure (say, a file system
+// without support) is ignored. Local storage starts each chunk of a
+// large Put early; the idempotent sink's merger waits for each piece of
+// its runs, so they never reach the disk in one burst.
+func Writeback(f *os.File, off, n int64, wait bool) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
 	}
+	flags := unix.SYNC_FILE_RANGE_WRITE
+	if wait {
+		flags |= unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	}
 	_ = rc.Control(func(fd uintptr) {
-		_ = unix.SyncFileRange(int(fd), off, n, unix.SYNC_FILE_RANGE_WRITE)
+		_ = unix.SyncFileRange(int(fd), off, n, flags)
 	})
 }
 

@@ -4,9 +4,9 @@ package storage
 
 import "os"
 
-// startWriteback is a no-op where there is no sync_file_range: the final
+// Writeback is a no-op where there is no sync_file_range: the final
 // fsync does all the work.
-func startWriteback(f *os.File, off, n int64) {}
+func Writeback(f *os.File, off, n int64, wait bool) {}
 
 // writeTwo writes a then b to f.
 func writeTwo(f *os.File, a, b []byte) error {
