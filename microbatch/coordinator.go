@@ -99,20 +99,24 @@ type coordinator struct {
 	curLate   int64
 	visible   *batchVisibility // when its rows are visible (append)
 	ranStart  bool             // the current attempt's run has begun (for the bill)
-	pending   struct {
-		idx          stateIndex
-		version      int64
-		full         bool
-		written      int64
-		rows, bytes  int64
-		changedRows  int64 // new or changed entries
-		deltaBytes   int64 // c.deltaBytes once this version is committed
-		changedState bool
-	}
+	pending   pendingVersion
 
 	// rerunReport is the lost-piece bill of a rerun-batch recovery, until
 	// the re-run has run (lineage.go).
 	rerunReport *lostPieceReport
+}
+
+// pendingVersion is the state version of the batch being sealed, until
+// its commit entry makes it the coordinator's (committedBatch).
+type pendingVersion struct {
+	idx          stateIndex
+	version      int64
+	full         bool
+	written      int64
+	rows, bytes  int64
+	changedRows  int64 // new or changed entries
+	deltaBytes   int64 // c.deltaBytes once this version is committed
+	changedState bool
 }
 
 func newCoordinator(env *run.Env, opts *options, runID string, incarnation int, met *metrics) (*coordinator, error) {

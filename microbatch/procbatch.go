@@ -245,9 +245,8 @@ func (c *coordinator) awaitPeerDeath(p int) bool {
 func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 	t0 := time.Now()
 	n := c.cur.Batch
+	c.pending = pendingVersion{idx: c.idx, version: c.stateVersion, deltaBytes: c.deltaBytes}
 	p := &c.pending
-	p.idx, p.version, p.full, p.written, p.rows, p.bytes, p.changedState = c.idx, c.stateVersion, false, 0, 0, 0, false
-	p.changedRows, p.deltaBytes = 0, c.deltaBytes
 	lost := func(err error) (Event, error) {
 		if err != nil {
 			return nil, err
@@ -270,7 +269,7 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 			p.changedRows += s.ChangedRows
 		}
 	}
-	full := c.fullVersion(n)
+	full := c.fullVersion(n, c.lastFull, p)
 	answers, err = c.askAll(ctx, procMsg{Op: opEncode, Batch: n, Full: full, Skip: !changed})
 	if err != nil || c.anyDead() {
 		return lost(err)
@@ -335,7 +334,7 @@ func (c *coordinator) procCommitState(ctx context.Context) (Event, error) {
 			deltas += e.Bytes
 		}
 	}
-	man, err := c.pendingManifest(idx, n, full, deltas)
+	man, err := pendingManifest(p, idx, n, full, deltas)
 	if err != nil {
 		return nil, err
 	}

@@ -137,21 +137,18 @@ func (c *coordinator) parallel(point string, fns []func() error) error {
 }
 
 // commitState writes state version N: per stage the key groups that
-// changed, in one object for all its subtasks, and the manifest. Snapshots are taken and encoded here;
-// the writes run beside the loop (concurrently with the sink flush), all at
-// once: the manifest need not wait for the objects, because no restart
-// reads a version before a commit entry names it, and commits/N waits for
-// every write.
+// changed, in one object for all its subtasks, and the manifest. Only the
+// hand-over is taken here, while the operators are idle; comparing it with
+// the workers' bases, encoding and writing run beside the loop
+// (concurrently with the sink flush), the writes all at once: the manifest
+// need not wait for the objects, because no restart reads a version before
+// a commit entry names it, and commits/N waits for every write.
 func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	if c.proc != nil {
 		return c.procCommitState(ctx)
 	}
 	t0 := time.Now()
-	n := c.cur.Batch
-	p := &c.pending
-	p.idx, p.version, p.full, p.written, p.rows, p.bytes, p.changedState = c.idx, c.stateVersion, false, 0, 0, 0, false
-	p.changedRows, p.deltaBytes = 0, c.deltaBytes
-	var snaps []*stageSnap
+	var held []*heldSnapshot
 	var mu sync.Mutex
 	var jobs []func() error
 	for si, st := range c.topo.stateful {
@@ -160,47 +157,103 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		}
 		for _, w := range c.workers {
 			jobs = append(jobs, func() error {
-				s, err := w.takeSnapshot(si, c.alloc)
+				h, err := w.holdSnapshot(si)
 				if err != nil {
 					return fmt.Errorf("snapshot of stage %s subtask %d: %w", c.topo.stages[si].ID, w.id, err)
 				}
+				w.sealing.Add(1)
 				mu.Lock()
-				snaps = append(snaps, s)
+				held = append(held, h)
 				mu.Unlock()
 				return nil
 			})
 		}
 	}
+	if err := runAll(jobs); err != nil {
+		for _, h := range held {
+			h.release()
+			h.worker.sealing.Done()
+		}
+		return nil, err
+	}
+	v := &versionWrite{n: c.cur.Batch, held: held, mark: c.mark, lastFull: c.lastFull, pending: pendingVersion{
+		idx: c.idx, version: c.stateVersion, deltaBytes: c.deltaBytes}}
+	c.goAsync(func() (Event, func(), error) {
+		if err := c.writeVersion(ctx, v); err != nil {
+			return nil, nil, err
+		}
+		now := time.Now()
+		return StateCommitted{Now: now}, func() { c.pending, c.steps.state = v.pending, now.Sub(t0) }, nil
+	})
+	return nil, nil
+}
+
+// versionWrite is one state version on its way to storage, beside the
+// loop: what the seam handed over, the coordinator's view it starts from
+// (pending, as of the last committed version), and, once written, the
+// pending version it becomes.
+type versionWrite struct {
+	n        int64
+	held     []*heldSnapshot
+	mark     *batchMarker
+	lastFull int64
+	pending  pendingVersion
+}
+
+// writeVersion compares v's snapshots with the workers' bases, encodes
+// what changed and writes it with its manifest; v.pending becomes the
+// version written. It touches no coordinator field (the caller's apply
+// does).
+func (c *coordinator) writeVersion(ctx context.Context, v *versionWrite) error {
+	n, p := v.n, &v.pending
+	// Once encoded, the version no longer needs the workers' bases.
+	basesDone := sync.OnceFunc(func() {
+		for _, h := range v.held {
+			h.worker.sealing.Done()
+		}
+	})
+	defer basesDone()
+	snaps := make([]*stageSnap, len(v.held))
+	jobs := make([]func() error, len(v.held))
+	for i, h := range v.held {
+		jobs[i] = func() error {
+			s, err := h.compare(c.alloc)
+			if err != nil {
+				return fmt.Errorf("snapshot of stage %s subtask %d: %w", c.topo.stages[h.si].ID, h.worker.id, err)
+			}
+			snaps[i] = s
+			return nil
+		}
+	}
 	err := runAll(jobs)
 	defer func() {
 		for _, s := range snaps {
-			s.release()
+			if s != nil {
+				s.release()
+			}
 		}
 	}()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	changed := false
 	for _, s := range snaps {
-		c.mark.atSeam(c, s)
+		v.mark.atSeam(c, s)
 		changed = changed || len(s.changes) > 0 || len(s.deleted) > 0
 		p.rows += s.rows
 		p.bytes += s.bytes
 		p.changedRows += s.changedRows
 	}
 	if !changed {
-		if err := c.point(PointStateMidWrite); err != nil {
-			return nil, err
-		}
-		c.steps.state = time.Since(t0)
-		return StateCommitted{Now: time.Now()}, nil
+		basesDone()
+		return c.point(PointStateMidWrite)
 	}
 	// A full snapshot once the deltas since the last one add up to the
 	// state's size: the bytes written stay within about twice the changes,
 	// and a restore reads at most about twice the state. The version count
 	// is a backstop for many tiny deltas, each one more object to read.
-	full := c.fullVersion(n)
-	idx := c.idx.clone()
+	full := c.fullVersion(n, v.lastFull, p)
+	idx := p.idx.clone()
 	if full {
 		for id := range idx {
 			idx[id] = &[keygroup.Count][]string{}
@@ -239,7 +292,7 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		}
 	}
 	if err := runAll(encs); err != nil {
-		return nil, err
+		return err
 	}
 	var deltas int64
 	for i, ss := range stages {
@@ -269,9 +322,10 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 			s.keepAsBase()
 		}
 	}
-	man, err := c.pendingManifest(idx, n, full, deltas)
+	basesDone()
+	man, err := pendingManifest(p, idx, n, full, deltas)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	manifest := func() error {
 		if err := c.put(ctx, manifestName(n), man); err != nil {
@@ -292,32 +346,26 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 	if !serial {
 		fns = append(fns, manifest)
 	}
-	c.goAsync(func() (Event, func(), error) {
-		if err := c.parallel(PointStateMidWrite, fns); err != nil {
-			return nil, nil, err
-		}
-		if serial {
-			if err := manifest(); err != nil {
-				return nil, nil, err
-			}
-		}
-		now := time.Now()
-		return StateCommitted{Now: now}, func() { c.steps.state = now.Sub(t0) }, nil
-	})
-	return nil, nil
+	if err := c.parallel(PointStateMidWrite, fns); err != nil {
+		return err
+	}
+	if serial {
+		return manifest()
+	}
+	return nil
 }
 
 // fullVersion says whether version n, whose state the pending snapshots
-// measured, is a full snapshot rather than deltas.
-func (c *coordinator) fullVersion(n int64) bool {
-	return c.lastFull < 0 || c.deltaBytes >= c.pending.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-c.lastFull >= int64(c.opts.fullEvery)
+// measured (p), is a full snapshot rather than deltas; lastFull is the
+// last full one.
+func (c *coordinator) fullVersion(n, lastFull int64, p *pendingVersion) bool {
+	return lastFull < 0 || p.deltaBytes >= p.bytes*max(1, c.opts.hooks.fullAfterDeltas) || n-lastFull >= int64(c.opts.fullEvery)
 }
 
-// pendingManifest makes the pending version n the new index idx (full,
-// or deltas of deltas bytes on top of the last full one) and returns its
-// manifest, encoded.
-func (c *coordinator) pendingManifest(idx stateIndex, n int64, full bool, deltas int64) ([]byte, error) {
-	p := &c.pending
+// pendingManifest makes the pending version p version n of index idx
+// (full, or deltas of deltas bytes on top of the last full one) and
+// returns its manifest, encoded.
+func pendingManifest(p *pendingVersion, idx stateIndex, n int64, full bool, deltas int64) ([]byte, error) {
 	if full {
 		p.deltaBytes = 0
 	} else {

@@ -9,7 +9,7 @@ package microbatch
 // is overwritten where it is, a new one appended, so the edit that rebuilds
 // the group from its previous version is "copy, skip one, take one" around
 // each changed position, and costs the change, not the group. A group
-// handed over whole is diffed with its base as takeSnapshot does.
+// handed over whole is diffed with its base as a whole snapshot is.
 //
 // The snapshot's sequence number is acknowledged once commits/N, which
 // names the version, is durable (committedBatch), and the acknowledgement
@@ -107,21 +107,11 @@ func (w *worker) changesDurable() {
 	copy(w.durableSeq, w.takenSeq)
 }
 
-// takeChanges is takeSnapshot for a stage that hands over changes: it
-// patches the worker's base and records per changed group an edit or the
-// group whole.
-func (w *worker) takeChanges(si int, alloc memory.Allocator) (*stageSnap, error) {
-	op := w.ops[si].(operator.ChangeSnapshotter)
-	if seq := w.durableSeq[si]; seq > 0 {
-		op.AckChanges(seq)
-	}
-	hc, err := op.SnapshotChanges()
-	if err != nil {
-		return nil, err
-	}
-	defer operator.ReleaseChanges(hc)
-	w.takenSeq[si] = hc.Seq
-	schema := op.StateSchema()
+// patchChanges compares a change hand-over of stage si (holdSnapshot)
+// with the worker's base: it patches the base and records per changed
+// group an edit or the group whole. The caller releases hc.
+func (w *worker) patchChanges(si int, hc operator.StateChanges, schema *arrow.Schema, alloc memory.Allocator) (*stageSnap, error) {
+	var err error
 	s := &stageSnap{si: si, worker: w, patched: true, schema: schema}
 	base := &w.pbase[si]
 	for _, g := range hc.Groups {

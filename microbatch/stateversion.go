@@ -86,8 +86,39 @@ type stageSnap struct {
 // takeSnapshot snapshots stage si on worker w and compares it with the
 // worker's base.
 func (w *worker) takeSnapshot(si int, alloc memory.Allocator) (*stageSnap, error) {
+	h, err := w.holdSnapshot(si)
+	if err != nil {
+		return nil, err
+	}
+	return h.compare(alloc)
+}
+
+// heldSnapshot is what one stage subtask handed over at the seam, not yet
+// compared with the worker's base. Taking it needs the operator idle;
+// comparing it does not (the batches are copies), so the comparison can
+// run beside the next steps of the seal.
+type heldSnapshot struct {
+	si      int
+	worker  *worker
+	parts   []operator.KeyGroupState // Snapshot's, when changes is nil
+	changes *operator.StateChanges
+	schema  *arrow.Schema // the changes' state schema
+}
+
+// holdSnapshot takes stage si's snapshot (or its change hand-over) on
+// worker w. The caller compares it or releases it.
+func (w *worker) holdSnapshot(si int) (*heldSnapshot, error) {
 	if w.usesChanges[si] {
-		return w.takeChanges(si, alloc)
+		op := w.ops[si].(operator.ChangeSnapshotter)
+		if seq := w.durableSeq[si]; seq > 0 {
+			op.AckChanges(seq)
+		}
+		hc, err := op.SnapshotChanges()
+		if err != nil {
+			return nil, err
+		}
+		w.takenSeq[si] = hc.Seq
+		return &heldSnapshot{si: si, worker: w, changes: &hc, schema: op.StateSchema()}, nil
 	}
 	st, ok := w.ops[si].(operator.Stateful)
 	if !ok {
@@ -97,6 +128,29 @@ func (w *worker) takeSnapshot(si int, alloc memory.Allocator) (*stageSnap, error
 	if err != nil {
 		return nil, err
 	}
+	return &heldSnapshot{si: si, worker: w, parts: parts}, nil
+}
+
+// release drops what h holds; a compared snapshot holds nothing.
+func (h *heldSnapshot) release() {
+	if h.changes != nil {
+		operator.ReleaseChanges(*h.changes)
+		h.changes = nil
+	}
+	operator.ReleaseStates(h.parts)
+	h.parts = nil
+}
+
+// compare compares h with the worker's base (patching it, for a change
+// hand-over) and says what changed. It takes over what h holds.
+func (h *heldSnapshot) compare(alloc memory.Allocator) (*stageSnap, error) {
+	w, si := h.worker, h.si
+	if h.changes != nil {
+		defer h.release()
+		return w.patchChanges(si, *h.changes, h.schema, alloc)
+	}
+	parts := h.parts
+	h.parts = nil
 	s := &stageSnap{si: si, worker: w, parts: parts}
 	var present [keygroup.Count]bool
 	for _, p := range parts {

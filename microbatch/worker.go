@@ -133,6 +133,10 @@ type worker struct {
 	pbase                [][keygroup.Count]*patchGroup
 	takenSeq, durableSeq []uint64
 	scratch              patchScratch
+	// sealing counts the snapshots of this worker a state version beside
+	// the loop still compares with the base (writeVersion); the base is
+	// not released before they are done.
+	sealing sync.WaitGroup
 	writer               sink.Writer
 	// link, in the coordinator of worker processes, is the process this
 	// worker stands for: its operators and readers live there, and only
@@ -214,6 +218,7 @@ func (w *worker) closeOps() {
 }
 
 func (w *worker) releaseBase() {
+	w.sealing.Wait()
 	for si := range w.pbase {
 		for kg, g := range w.pbase[si] {
 			g.free()

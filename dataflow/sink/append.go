@@ -76,6 +76,7 @@ func (s *appendSink) Close() error {
 		w.closeInProgress()
 		w.mu.Unlock()
 	}
+	s.aj.removing.Wait()
 	return nil
 }
 
@@ -175,19 +176,20 @@ func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int
 			}
 		}
 		return nil
-	}, subtask, attempt, seq, fresh)
+	}, subtask, attempt, seq, fresh, false)
 }
 
 // publishEach is publishChunks for rows handed over one chunk at a time by
 // each (a roll streams its tail through it, so it holds one segment, not
-// the file); a chunk is encoded before each hands over the next.
-func (s *appendSink) publishEach(each func(write chunkFunc) error, subtask, attempt, seq int, fresh bool) (appendFile, error) {
+// the file); a chunk is encoded before each hands over the next. A
+// background file trickles to the device as it is written (writeTemp).
+func (s *appendSink) publishEach(each func(write chunkFunc) error, subtask, attempt, seq int, fresh, background bool) (appendFile, error) {
 	dir := s.dir
 	ext := extOf(s.format)
 	// The checksum is taken as the file is written, for the journal.
 	h := crc32.New(castagnoli)
 	var rows int64
-	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", subtask, attempt), func(out io.Writer) error {
+	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", subtask, attempt), background, func(out io.Writer) error {
 		enc, err := newEncoder(s.format, io.MultiWriter(out, h), s.shape)
 		if err != nil {
 			return err

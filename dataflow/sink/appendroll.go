@@ -120,7 +120,7 @@ func (w *appendWriter) rollLocked() error {
 	if ip == nil {
 		return nil
 	}
-	f, err := w.rewrite(ip)
+	f, err := w.rewrite(ip, false)
 	if err != nil {
 		return w.fail(err)
 	}
@@ -131,14 +131,14 @@ func (w *appendWriter) rollLocked() error {
 
 // rewrite writes the rows of the in-progress file ip as its visible file.
 // It touches nothing of the writer but its sink: a background roll runs
-// it without w.mu.
+// it without w.mu, and trickles its file to the device (writeTemp).
 //
 // It streams in one pass: the segments are decoded one at a time into the
 // encoder while the prefix's checksum is taken, and a prefix that is short
 // or differs from its record fails the roll before the file is published.
 // A roll so holds a segment, not the file twice over (read, then decoded),
 // which several writers rolling at once made the run's peak memory.
-func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
+func (w *appendWriter) rewrite(ip *inProgress, background bool) (appendFile, error) {
 	path := filepath.Join(w.sink.dir, ip.name)
 	seq, err := seqOf(ip.name)
 	if err != nil {
@@ -161,7 +161,7 @@ func (w *appendWriter) rewrite(ip *inProgress) (appendFile, error) {
 			return errPrefixCRC
 		}
 		return nil
-	}, w.subtask, w.attempt, seq, false)
+	}, w.subtask, w.attempt, seq, false, background)
 	if err != nil {
 		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
 	}
@@ -212,7 +212,7 @@ func (w *appendWriter) sealLocked() {
 		w.s.rolling <- struct{}{}
 		defer func() { <-w.s.rolling }()
 		_ = ip.f.Close()
-		f, err := w.rewrite(ip)
+		f, err := w.rewrite(ip, true)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.sealed = nil

@@ -13,6 +13,10 @@ import (
 )
 
 // rollingSink opens an append sink over f with policy p.
+// waitRemovals waits for the removals of rolled files the append sink s's
+// Commits started in the background.
+func waitRemovals(s Sink) { s.(*appendSink).aj.removing.Wait() }
+
 func rollingSink(t *testing.T, f *fixture, format Format, p RollPolicy) Sink {
 	t.Helper()
 	s := f.open(Append, format)
@@ -247,6 +251,7 @@ func TestAppendRollKilled(t *testing.T) {
 			// The published files go on the next record; once a point
 			// that late is complete the in-progress files are removed.
 			must(t, s.Commit(1), "commit 1")
+			waitRemovals(s)
 			if names := dirNames(t, filepath.Join(f.dir, InProgressDir)); len(names) != 0 {
 				t.Fatalf("in-progress files %v left after their rows were recorded visible", names)
 			}

@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/rewind-engine/rewind/dataflow/storage"
 )
 
 // A run is one immutable file of the idempotent store: a header (magic,
@@ -93,34 +91,6 @@ func createRun(dir, id string, num int64, rowLen int, paced bool) (*runWriter, e
 		return nil, err
 	}
 	return w, nil
-}
-
-// pacedChunk is how much of a paced run goes to the device at a time.
-const pacedChunk = 256 << 10
-
-// pacedFileWriter writes a run to its file and waits, write by write, until
-// those bytes are on the device. A merge writes runs of megabytes in the
-// background; left to the run's final fsync, each reached the device in
-// one burst, and the log's fsync, which acknowledges the writers' flushes,
-// queued behind it: recordwise at 100 k rec/s into the idempotent sink had
-// a p99 of 6.8–14.6 ms (median 8.5 of eight runs) against 4.8–18.3 (6.2)
-// with merges written this way, 256 KiB at a time, in the same window
-// (docs/benchmarks.md). The applier's runs are not paced: it is what the
-// writers wait for when it falls behind, and pacing it cost throughput at
-// 2 M rec/s offered (recordwise at 4 M keys 1.54–1.57 M rec/s against
-// 1.63–1.79), where pacing the merges alone cost none.
-type pacedFileWriter struct {
-	f   *os.File
-	off int64
-}
-
-func (w *pacedFileWriter) Write(b []byte) (int, error) {
-	n, err := w.f.Write(b)
-	if n > 0 {
-		storage.Writeback(w.f, w.off, int64(n), true)
-		w.off += int64(n)
-	}
-	return n, err
 }
 
 func (w *runWriter) add(row []byte) error {

@@ -75,6 +75,7 @@ func TestTailVisibleAcrossRoll(t *testing.T) {
 	check("rolled, tail kept")
 	must(t, s.Record(1), "record 1")
 	must(t, s.Commit(1), "commit 1")
+	waitRemovals(s)
 	if _, err := os.Stat(tail); !os.IsNotExist(err) {
 		t.Fatalf("rolled tail still there after the point listing its file: %v", err)
 	}
@@ -215,5 +216,34 @@ func TestRollOfADamagedTail(t *testing.T) {
 	}
 	if n := len(visibleNames(t, f.dir)); n != 0 {
 		t.Fatalf("%d visible files after a failed roll, want none", n)
+	}
+}
+
+// TestRolledTailRemovalFailureIsReported: Commit removes rolled tails in
+// the background; one that cannot be removed (here a directory with an
+// entry stands where the tail was) is reported by the next Commit, naming
+// the file, instead of being forgotten.
+func TestRolledTailRemovalFailureIsReported(t *testing.T) {
+	f := newFixture(t)
+	j := journalFor(t, t.TempDir())
+	r, _ := newRand(t)
+	g := newGen(r, 300, 1000)
+	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
+	defer s.Close()
+	attach(t, s, j)
+	must(t, s.Recover(-1), "recover")
+	w := f.writer(s, 0, 0)
+	f.write(w, 0, g.rows(40))
+	must(t, w.Flush(0), "flush")
+	must(t, s.Record(0), "record 0")
+	must(t, w.(*appendWriter).roll(), "roll")
+	tail := filepath.Join(f.dir, InProgressDir, "part-s0-a0-000000.parquet")
+	must(t, os.Remove(tail), "remove the tail")
+	must(t, os.MkdirAll(filepath.Join(tail, "x"), 0o755), "a directory in its place")
+	must(t, s.Record(1), "record 1")
+	must(t, s.Commit(1), "commit 1 (the removal starts)")
+	err := s.Commit(2)
+	if err == nil || !strings.Contains(err.Error(), "part-s0-a0-000000.parquet") {
+		t.Fatalf("commit after a failed removal: %v, want an error naming the tail", err)
 	}
 }
