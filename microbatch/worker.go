@@ -137,7 +137,7 @@ type worker struct {
 	// the loop still compares with the base (writeVersion); the base is
 	// not released before they are done.
 	sealing sync.WaitGroup
-	writer               sink.Writer
+	writer  sink.Writer
 	// link, in the coordinator of worker processes, is the process this
 	// worker stands for: its operators and readers live there, and only
 	// its sink writer here.
