@@ -31,20 +31,28 @@ func tailRows(t *testing.T, path string, ncols int) (rows int64) {
 	return rows
 }
 
-// TestTailVisibleAcrossRoll: rows are visible from their flush through the
-// tail, and counted once while the tail is there, after its roll while the
-// rolled tail is kept (a journal keeps it until a complete point lists the
-// visible file), and once it is gone.
-func TestTailVisibleAcrossRoll(t *testing.T) {
+// tailSink opens a parquet append sink with a journal that rolls only
+// when told to (an hour's age), resumed from no point, and its writer of
+// subtask 0.
+func tailSink(t *testing.T) (*fixture, *gen, Sink, Writer) {
+	t.Helper()
 	f := newFixture(t)
 	j := journalFor(t, t.TempDir())
 	r, _ := newRand(t)
 	g := newGen(r, 300, 1000)
 	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
-	defer s.Close()
+	t.Cleanup(func() { _ = s.Close() })
 	attach(t, s, j)
 	must(t, s.Recover(-1), "recover")
-	w := f.writer(s, 0, 0)
+	return f, g, s, f.writer(s, 0, 0)
+}
+
+// TestTailVisibleAcrossRoll: rows are visible from their flush through the
+// tail, and counted once while the tail is there, after its roll while the
+// rolled tail is kept (a journal keeps it until a complete point lists the
+// visible file), and once it is gone.
+func TestTailVisibleAcrossRoll(t *testing.T) {
+	f, g, s, w := tailSink(t)
 	var all [][]int64
 	for i := 0; i < 3; i++ {
 		rows := g.rows(40)
@@ -224,15 +232,7 @@ func TestRollOfADamagedTail(t *testing.T) {
 // entry stands where the tail was) is reported by the next Commit, naming
 // the file, instead of being forgotten.
 func TestRolledTailRemovalFailureIsReported(t *testing.T) {
-	f := newFixture(t)
-	j := journalFor(t, t.TempDir())
-	r, _ := newRand(t)
-	g := newGen(r, 300, 1000)
-	s := rollingSink(t, f, Parquet, RollPolicy{Age: time.Hour})
-	defer s.Close()
-	attach(t, s, j)
-	must(t, s.Recover(-1), "recover")
-	w := f.writer(s, 0, 0)
+	f, g, s, w := tailSink(t)
 	f.write(w, 0, g.rows(40))
 	must(t, w.Flush(0), "flush")
 	must(t, s.Record(0), "record 0")
