@@ -38,20 +38,47 @@ func dtOpts() Options {
 	return o
 }
 
+func dtInputs() map[string]string {
+	return runtest.Gen{Records: dtRecords, Keys: dtKeys, Seed: 41}.Inputs("keyed-count")
+}
+
 // dtFirst runs the first process until the crash fail, and returns the
 // storage URL, the output and the inputs.
 func dtFirst(t *testing.T, mode sink.Mode, fail fault.Spec) (string, string, map[string]string) {
 	t.Helper()
+	return dtFirstWith(t, mode, dtOpts(), fail)
+}
+
+// dtFirstWith is dtFirst with options opts.
+func dtFirstWith(t *testing.T, mode sink.Mode, opts Options, fail fault.Spec) (string, string, map[string]string) {
+	t.Helper()
 	storageURL := "file://" + fastDir(t)
 	output := filepath.Join(fastDir(t), "out")
-	inputs := runtest.Gen{Records: dtRecords, Keys: dtKeys, Seed: 41}.Inputs("keyed-count")
+	inputs := dtInputs()
 	first := &scenario{job: "keyed-count", inputs: inputs, storage: storageURL, output: output, mode: mode,
-		parallelism: 2, opts: dtOpts(), fails: []fault.Spec{fail}}
+		parallelism: 2, opts: opts, fails: []fault.Spec{fail}}
 	first.opts.hooks.noRestart = true
 	if o := first.execute(t); o.err == nil {
 		t.Fatal("first process: want the injected crash to end it")
 	}
 	return storageURL, output, inputs
+}
+
+// dtCrashedInState opens the storage of a first process that crashed
+// writing batch crashAt's state and lists its run, which must have
+// committed up to the batch before.
+func dtCrashedInState(t *testing.T, storageURL string, crashAt int64) (storage.Store, string, Listing) {
+	t.Helper()
+	st, err := storage.Open(context.Background(), storageURL, storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	l := listRun(t, storageURL, "keyed-count", dtRunID)
+	if newest(l) != crashAt-1 {
+		t.Fatalf("after the crash writing batch %d's state: commits %v", crashAt, l.Commits)
+	}
+	return st, runPrefix("keyed-count", dtRunID), l
 }
 
 // checkChains fails unless the newest committed version is rebuilt from a
@@ -107,16 +134,7 @@ func TestRestoreFromFullAndDeltas(t *testing.T) {
 			t.Parallel()
 			const crashAt = 14 // batch
 			storageURL, output, inputs := dtFirst(t, mode, fault.Spec{Worker: -1, Point: PointStateMidWrite, Occurrence: crashAt + 1})
-			st, err := storage.Open(context.Background(), storageURL, storage.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			prefix := runPrefix("keyed-count", dtRunID)
-			l := listRun(t, storageURL, "keyed-count", dtRunID)
-			if newest(l) != crashAt-1 {
-				t.Fatalf("after the crash writing batch %d's state: commits %v", crashAt, l.Commits)
-			}
+			st, prefix, l := dtCrashedInState(t, storageURL, crashAt)
 			checkChains(t, st, prefix, l, 5)
 			// The second process dies in the middle of a delta too, after
 			// its restore; the in-process restart restores again.

@@ -26,6 +26,9 @@ import (
 //	state/<N>-op-<stage>        key-group states of one stage (all its
 //	                            subtasks) that changed in version N, whole
 //	                            or as edits (package state delta object)
+//	state/<N>-op-<stage>-p<k>   piece k of a full version N of a large
+//	                            state, every key group in one piece
+//	                            (fullpieces.go)
 //
 // <N> is the batch id as 20 zero-padded digits, so names sort by batch.
 

@@ -95,6 +95,9 @@ type testHooks struct {
 	// the last full snapshot may add up to before the next one (0: once).
 	// Tests of long delta chains raise it.
 	fullAfterDeltas int64
+	// fullPieceBytes, when set, replaces fullPieceBytes (fullpieces.go):
+	// tests make small states write their full versions in pieces.
+	fullPieceBytes int64
 	// evenPlans plans a batch only once every partition not at its end
 	// holds its even share of MaxBatchRecords beyond the batch before, so
 	// every batch takes a piece of every partition whatever the readers'

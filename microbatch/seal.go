@@ -6,7 +6,6 @@ package microbatch
 // and the last steps of a bounded run.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rewind-engine/rewind/dataflow/keygroup"
 	"github.com/rewind-engine/rewind/dataflow/sink"
 	"github.com/rewind-engine/rewind/dataflow/spacetime"
 )
@@ -186,173 +184,6 @@ func (c *coordinator) commitState(ctx context.Context) (Event, error) {
 		return StateCommitted{Now: now}, func() { c.pending, c.steps.state = v.pending, now.Sub(t0) }, nil
 	})
 	return nil, nil
-}
-
-// versionWrite is one state version on its way to storage, beside the
-// loop: what the seam handed over, the coordinator's view it starts from
-// (pending, as of the last committed version), and, once written, the
-// pending version it becomes.
-type versionWrite struct {
-	n        int64
-	held     []*heldSnapshot
-	mark     *batchMarker
-	lastFull int64
-	pending  pendingVersion
-}
-
-// writeVersion compares v's snapshots with the workers' bases, encodes
-// what changed and writes it with its manifest; v.pending becomes the
-// version written. It touches no coordinator field (the caller's apply
-// does).
-func (c *coordinator) writeVersion(ctx context.Context, v *versionWrite) error {
-	n, p := v.n, &v.pending
-	// Once encoded, the version no longer needs the workers' bases.
-	basesDone := sync.OnceFunc(func() {
-		for _, h := range v.held {
-			h.worker.sealing.Done()
-		}
-	})
-	defer basesDone()
-	snaps := make([]*stageSnap, len(v.held))
-	jobs := make([]func() error, len(v.held))
-	for i, h := range v.held {
-		jobs[i] = func() error {
-			s, err := h.compare(c.alloc)
-			if err != nil {
-				return fmt.Errorf("snapshot of stage %s subtask %d: %w", c.topo.stages[h.si].ID, h.worker.id, err)
-			}
-			snaps[i] = s
-			return nil
-		}
-	}
-	err := runAll(jobs)
-	defer func() {
-		for _, s := range snaps {
-			if s != nil {
-				s.release()
-			}
-		}
-	}()
-	if err != nil {
-		return err
-	}
-	changed := false
-	for _, s := range snaps {
-		v.mark.atSeam(c, s)
-		changed = changed || len(s.changes) > 0 || len(s.deleted) > 0
-		p.rows += s.rows
-		p.bytes += s.bytes
-		p.changedRows += s.changedRows
-	}
-	if !changed {
-		basesDone()
-		return c.point(PointStateMidWrite)
-	}
-	// A full snapshot once the deltas since the last one add up to the
-	// state's size: the bytes written stay within about twice the changes,
-	// and a restore reads at most about twice the state. The version count
-	// is a backstop for many tiny deltas, each one more object to read.
-	full := c.fullVersion(n, v.lastFull, p)
-	idx := p.idx.clone()
-	if full {
-		for id := range idx {
-			idx[id] = &[keygroup.Count][]string{}
-		}
-	}
-	type write struct {
-		name string
-		blob []byte
-	}
-	var writes []write
-	// One object per stateful stage, holding every subtask's key groups;
-	// the stages are encoded in parallel.
-	var stages [][]*stageSnap
-	slices.SortFunc(snaps, func(a, b *stageSnap) int { return cmp.Or(a.si-b.si, a.worker.id-b.worker.id) })
-	for i, s := range snaps {
-		if i == 0 || s.si != snaps[i-1].si {
-			stages = append(stages, nil)
-		}
-		stages[len(stages)-1] = append(stages[len(stages)-1], s)
-	}
-	type encoded struct {
-		blob          []byte
-		whole, edited []int
-	}
-	enc := make([]encoded, len(stages))
-	encs := make([]func() error, len(stages))
-	for i, ss := range stages {
-		encs[i] = func() error {
-			id := c.topo.stages[ss[0].si].ID
-			e := &enc[i]
-			var err error
-			if e.blob, e.whole, e.edited, err = encodeStage(stateObjectName(n, id), ss, full); err != nil {
-				return fmt.Errorf("encoding state of stage %s: %w", id, err)
-			}
-			return nil
-		}
-	}
-	if err := runAll(encs); err != nil {
-		return err
-	}
-	var deltas int64
-	for i, ss := range stages {
-		id := c.topo.stages[ss[0].si].ID
-		e := enc[i]
-		a := idx[id]
-		if !full {
-			for _, s := range ss {
-				for _, kg := range s.deleted {
-					a[kg] = nil
-				}
-			}
-		}
-		if e.blob != nil {
-			name := stateObjectName(n, id)
-			writes = append(writes, write{name, e.blob})
-			for _, kg := range e.whole {
-				a[kg] = []string{name}
-			}
-			for _, kg := range e.edited {
-				a[kg] = append(slices.Clip(a[kg]), name)
-			}
-			p.written += int64(len(e.blob))
-			deltas += int64(len(e.blob))
-		}
-		for _, s := range ss {
-			s.keepAsBase()
-		}
-	}
-	basesDone()
-	man, err := pendingManifest(p, idx, n, full, deltas)
-	if err != nil {
-		return err
-	}
-	manifest := func() error {
-		if err := c.put(ctx, manifestName(n), man); err != nil {
-			return fmt.Errorf("writing state manifest %d: %w", n, err)
-		}
-		return nil
-	}
-	serial := c.opts.hooks.serialSeal
-	fns := make([]func() error, len(writes), len(writes)+1)
-	for i, wr := range writes {
-		fns[i] = func() error {
-			if err := c.put(ctx, wr.name, wr.blob); err != nil {
-				return fmt.Errorf("writing state object %s: %w", wr.name, err)
-			}
-			return nil
-		}
-	}
-	if !serial {
-		fns = append(fns, manifest)
-	}
-	if err := c.parallel(PointStateMidWrite, fns); err != nil {
-		return err
-	}
-	if serial {
-		return manifest()
-	}
-	return nil
 }
 
 // fullVersion says whether version n, whose state the pending snapshots
