@@ -33,6 +33,9 @@ type appendSink struct {
 	// inProgressDurable: this process synced the output directory after
 	// InProgressDir was there (createInProgress).
 	inProgressDurable atomic.Bool
+	// rollWaiters counts those waiting for a background roll: while any
+	// wait, no roll rests (trickle).
+	rollWaiters atomic.Int32
 
 	aj appendJournal
 }
@@ -100,6 +103,8 @@ type appendWriter struct {
 	// sealDone is closed when that roll ends.
 	sealed   *inProgress
 	sealDone chan struct{}
+	// tail is cur's size, for a background roll's pace (sealLocked).
+	tail atomic.Int64
 }
 
 // Flush makes everything buffered durable (see FlushVisible).
@@ -176,20 +181,20 @@ func (s *appendSink) publishChunks(chunks [][][]int64, subtask, attempt, seq int
 			}
 		}
 		return nil
-	}, subtask, attempt, seq, fresh, false)
+	}, subtask, attempt, seq, fresh, nil)
 }
 
 // publishEach is publishChunks for rows handed over one chunk at a time by
 // each (a roll streams its tail through it, so it holds one segment, not
-// the file); a chunk is encoded before each hands over the next. A
-// background file trickles to the device as it is written (writeTemp).
-func (s *appendSink) publishEach(each func(write chunkFunc) error, subtask, attempt, seq int, fresh, background bool) (appendFile, error) {
+// the file); a chunk is encoded before each hands over the next. With a
+// trickle (a background roll's) the file is paced as writeTemp says.
+func (s *appendSink) publishEach(each func(write chunkFunc) error, subtask, attempt, seq int, fresh bool, tr *trickle) (appendFile, error) {
 	dir := s.dir
 	ext := extOf(s.format)
 	// The checksum is taken as the file is written, for the journal.
 	h := crc32.New(castagnoli)
 	var rows int64
-	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", subtask, attempt), background, func(out io.Writer) error {
+	tmp, size, err := writeTemp(dir, fmt.Sprintf("part-s%d-a%d", subtask, attempt), tr, func(out io.Writer) error {
 		enc, err := newEncoder(s.format, io.MultiWriter(out, h), s.shape)
 		if err != nil {
 			return err

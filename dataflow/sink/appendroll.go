@@ -100,6 +100,7 @@ func (w *appendWriter) appendInProgress(chunks [][][]int64, epoch int64) error {
 	if err := w.cur.append(seg, rows, epoch, time.Now()); err != nil {
 		return err
 	}
+	w.tail.Store(w.cur.bytes)
 	w.s.inProgressFlushed(inProgressEntry{File: w.cur.name, Bytes: w.cur.bytes, Rows: w.cur.rows, CRC32C: w.cur.crc, epoch: epoch})
 	return nil
 }
@@ -120,7 +121,7 @@ func (w *appendWriter) rollLocked() error {
 	if ip == nil {
 		return nil
 	}
-	f, err := w.rewrite(ip, false)
+	f, err := w.rewrite(ip, nil)
 	if err != nil {
 		return w.fail(err)
 	}
@@ -131,14 +132,14 @@ func (w *appendWriter) rollLocked() error {
 
 // rewrite writes the rows of the in-progress file ip as its visible file.
 // It touches nothing of the writer but its sink: a background roll runs
-// it without w.mu, and trickles its file to the device (writeTemp).
+// it without w.mu, and trickles its file to the device (tr, writeTemp).
 //
 // It streams in one pass: the segments are decoded one at a time into the
 // encoder while the prefix's checksum is taken, and a prefix that is short
 // or differs from its record fails the roll before the file is published.
 // A roll so holds a segment, not the file twice over (read, then decoded),
 // which several writers rolling at once made the run's peak memory.
-func (w *appendWriter) rewrite(ip *inProgress, background bool) (appendFile, error) {
+func (w *appendWriter) rewrite(ip *inProgress, tr *trickle) (appendFile, error) {
 	path := filepath.Join(w.sink.dir, ip.name)
 	seq, err := seqOf(ip.name)
 	if err != nil {
@@ -161,7 +162,7 @@ func (w *appendWriter) rewrite(ip *inProgress, background bool) (appendFile, err
 			return errPrefixCRC
 		}
 		return nil
-	}, w.subtask, w.attempt, seq, false, background)
+	}, w.subtask, w.attempt, seq, false, tr)
 	if err != nil {
 		return appendFile{}, fmt.Errorf("rolling %s: %w", path, err)
 	}
@@ -188,6 +189,16 @@ func (w *appendWriter) rolled(ip *inProgress, f appendFile) {
 	}
 }
 
+// rollPace is the pace of w's background roll: it rests while w's next
+// file holds less than a quarter of the roll size, that is while the roll
+// is well ahead of the next one falling due.
+func (w *appendWriter) rollPace() *trickle {
+	return &trickle{waiting: &w.s.rollWaiters, ahead: func() bool {
+		size := w.s.policy().Size
+		return size <= 0 || w.tail.Load() < size/4
+	}}
+}
+
 // sealLocked rolls the in-progress file in the background: its rows are
 // visible already (the tail), so the flush that found it due need not
 // wait while they are written again, and the next flush opens a new file.
@@ -207,12 +218,13 @@ func (w *appendWriter) sealLocked() {
 	}
 	ip, done := w.cur, make(chan struct{})
 	w.cur, w.sealed, w.sealDone = nil, ip, done
+	w.tail.Store(0)
 	go func() {
 		defer close(done)
 		w.s.rolling <- struct{}{}
 		defer func() { <-w.s.rolling }()
 		_ = ip.f.Close()
-		f, err := w.rewrite(ip, true)
+		f, err := w.rewrite(ip, w.rollPace())
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.sealed = nil
@@ -229,6 +241,12 @@ func (w *appendWriter) sealLocked() {
 // waitSealedLocked waits for the writer's background roll, if one runs;
 // w.mu held, released while waiting.
 func (w *appendWriter) waitSealedLocked() {
+	if w.sealed != nil {
+		// Every background roll of the sink stops resting meanwhile: this
+		// one may be queued behind another's.
+		w.s.rollWaiters.Add(1)
+		defer w.s.rollWaiters.Add(-1)
+	}
 	for w.sealed != nil {
 		done := w.sealDone
 		w.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rewind-engine/rewind/dataflow/storage"
@@ -33,12 +34,12 @@ var writeBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<2
 // writeTemp writes a new hidden file in dir through fill, then flushes and
 // fsyncs it, so that once it is renamed or linked into place its content is
 // already durable. It returns the file's path and size; on error nothing is
-// left behind. base only makes the temporary name readable. A background
-// file trickles to the device as it is written (pacedFileWriter, resting
-// backgroundRest times each chunk's write time after it): for large files
-// written beside flushes that wait for their fsyncs, which a roll's
-// file of 32 MiB otherwise held up (docs/benchmarks.md).
-func writeTemp(dir, base string, background bool, fill func(io.Writer) error) (path string, size int64, err error) {
+// left behind. base only makes the temporary name readable. With a
+// trickle, the file goes to the device as it is written (pacedFileWriter)
+// and rests after each piece while nobody waits for it: for large files
+// written in the background beside flushes that wait for their fsyncs,
+// which a roll's file of 32 MiB otherwise held up (docs/benchmarks.md).
+func writeTemp(dir, base string, tr *trickle, fill func(io.Writer) error) (path string, size int64, err error) {
 	f, err := os.CreateTemp(dir, tmpPrefix+base+"-*")
 	if err != nil {
 		return "", 0, fmt.Errorf("creating temporary file for %s in %s: %w", base, dir, err)
@@ -51,8 +52,8 @@ func writeTemp(dir, base string, background bool, fill func(io.Writer) error) (p
 		}
 	}()
 	var bw *bufio.Writer
-	if background {
-		bw = bufio.NewWriterSize(&pacedFileWriter{f: f, rest: backgroundRest}, pacedChunk)
+	if tr != nil {
+		bw = bufio.NewWriterSize(&pacedFileWriter{f: f, trickle: tr}, pacedChunk)
 	} else {
 		bw = writeBufs.Get().(*bufio.Writer)
 		bw.Reset(f)
@@ -210,18 +211,30 @@ const pacedChunk = 256 << 10
 // 1.54–1.57 M rec/s against 1.63–1.79), where pacing the merges alone cost
 // none.
 type pacedFileWriter struct {
-	f   *os.File
-	off int64
-	// rest: after each write, idle rest times as long as it took, so the
-	// file takes at most 1/(rest+1) of the device's time.
-	rest int
+	f       *os.File
+	off     int64
+	trickle *trickle // nil: no rest
 }
 
-// backgroundRest is pacedFileWriter.rest for a background file. With 3,
-// microbatch at a 10 ms trigger, 1 M rec/s into the append sink, had a
-// p99 of 18.7 and 19.2 ms against 29.1 and 20.9 without rest, in
-// alternating runs (a roll's 32 MiB file reached the device as fast as
-// it could, and the batches' small fsyncs queued behind it).
+// trickle is a background file's pace: after each piece written, it rests
+// backgroundRest times as long as the piece took, so the file takes at
+// most a quarter of the device's time, but only while nobody waits for the
+// file (waiting) and its writer is ahead (ahead). Resting regardless made
+// a recordwise restore after a kill, unpaced at 5 M rec/s, take 0.5–2.1 s
+// instead of 0.13–0.45: the dead writer's Close waits for its roll, and at
+// that rate the rolls, slowed fourfold on the device, ran behind.
+type trickle struct {
+	waiting *atomic.Int32
+	ahead   func() bool
+}
+
+func (t *trickle) rest() bool { return t.waiting.Load() == 0 && t.ahead() }
+
+// backgroundRest: with 3, microbatch at a 10 ms trigger, 1 M rec/s into
+// the append sink, had a p99 of 18.7 and 19.2 ms against 29.1 and 20.9
+// without rest, in alternating runs (a roll's 32 MiB file reached the
+// device as fast as it could, and the batches' small fsyncs queued behind
+// it).
 const backgroundRest = 3
 
 func (w *pacedFileWriter) Write(b []byte) (int, error) {
@@ -231,8 +244,8 @@ func (w *pacedFileWriter) Write(b []byte) (int, error) {
 		storage.Writeback(w.f, w.off, int64(n), true)
 		w.off += int64(n)
 	}
-	if w.rest > 0 {
-		time.Sleep(time.Duration(w.rest) * time.Since(t))
+	if w.trickle != nil && w.trickle.rest() {
+		time.Sleep(backgroundRest * time.Since(t))
 	}
 	return n, err
 }

@@ -308,7 +308,7 @@ func (s *idempotentSink) FinishWith(mid func() error) error {
 	}
 	sh := s.shape
 	name := idempotentExport + extOf(s.format)
-	tmp, _, err := writeTemp(s.dir, name, false, func(w io.Writer) error {
+	tmp, _, err := writeTemp(s.dir, name, nil, func(w io.Writer) error {
 		enc, err := newEncoder(s.format, w, sh)
 		if err != nil {
 			return err

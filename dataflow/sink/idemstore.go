@@ -150,7 +150,7 @@ func pickMerge(runs []runMeta) (int, bool) {
 // names, in the same directory) when it returns.
 func (st *runStore) writeManifest(m manifest) error {
 	b := m.encode()
-	tmp, _, err := writeTemp(st.dir, "idempotent-manifest", false, func(w io.Writer) error { _, err := w.Write(b); return err })
+	tmp, _, err := writeTemp(st.dir, "idempotent-manifest", nil, func(w io.Writer) error { _, err := w.Write(b); return err })
 	if err != nil {
 		return err
 	}

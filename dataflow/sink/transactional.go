@@ -398,7 +398,7 @@ func (w *txnWriter) stage(epoch int64, rb *rowBuf, tmps *[]string) (stagedEntry,
 	rows := int64(len(cols[0]))
 	fill := encodeFile(w.sink.format, w.sink.shape, [][][]int64{cols})
 	var sum uint32
-	tmp, size, err := writeTemp(w.s.staging, fmt.Sprintf("e%d-s%d-a%d", epoch, w.subtask, w.attempt), false, func(out io.Writer) error {
+	tmp, size, err := writeTemp(w.s.staging, fmt.Sprintf("e%d-s%d-a%d", epoch, w.subtask, w.attempt), nil, func(out io.Writer) error {
 		h := crc32.New(castagnoli)
 		err := fill(io.MultiWriter(out, h))
 		sum = h.Sum32()
