@@ -242,6 +242,7 @@ func TestRolledTailRemovalFailureIsReported(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(tail, "x"), 0o755), "a directory in its place")
 	must(t, s.Record(1), "record 1")
 	must(t, s.Commit(1), "commit 1 (the removal starts)")
+	waitRemovals(s)
 	err := s.Commit(2)
 	if err == nil || !strings.Contains(err.Error(), "part-s0-a0-000000.parquet") {
 		t.Fatalf("commit after a failed removal: %v, want an error naming the tail", err)
