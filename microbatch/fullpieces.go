@@ -48,18 +48,8 @@ type fullPiece struct {
 // pieces of about limit bytes. A version that fits one piece keeps the one
 // object's name.
 func splitFull(n int64, stage string, snaps []*stageSnap, limit int64) *stagePieces {
-	var parts []operator.KeyGroupState
-	var releases []func()
-	for _, s := range snaps {
-		p, _, _, _, release := s.collect(true)
-		parts = append(parts, p...)
-		releases = append(releases, release)
-	}
-	sp := &stagePieces{stage: stage, release: sync.OnceFunc(func() {
-		for _, r := range releases {
-			r()
-		}
-	})}
+	parts, _, _, _, release := collectStage(snaps, true)
+	sp := &stagePieces{stage: stage, release: sync.OnceFunc(release)}
 	slices.SortFunc(parts, func(a, b operator.KeyGroupState) int { return cmp.Compare(a.KeyGroup, b.KeyGroup) })
 	var cur []operator.KeyGroupState
 	var size int64

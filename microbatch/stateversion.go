@@ -240,14 +240,8 @@ func (s *stageSnap) encode(name string, full bool) (blob []byte, whole, edited [
 // stage and version is one durable write per version instead of one per
 // subtask.
 func encodeStage(name string, snaps []*stageSnap, full bool) (blob []byte, whole, edited []int, err error) {
-	var parts []operator.KeyGroupState
-	var edits []state.Edit
-	for _, s := range snaps {
-		p, e, w, ed, release := s.collect(full)
-		defer release()
-		parts, edits = append(parts, p...), append(edits, e...)
-		whole, edited = append(whole, w...), append(edited, ed...)
-	}
+	parts, edits, whole, edited, release := collectStage(snaps, full)
+	defer release()
 	if len(parts) == 0 {
 		return nil, nil, nil, nil
 	}
@@ -256,6 +250,23 @@ func encodeStage(name string, snaps []*stageSnap, full bool) (blob []byte, whole
 		return nil, nil, nil, err
 	}
 	return buf.Bytes(), whole, edited, nil
+}
+
+// collectStage is collect for the snapshots of every subtask of one
+// stage, together; release ends the use of all their rows.
+func collectStage(snaps []*stageSnap, full bool) (parts []operator.KeyGroupState, edits []state.Edit, whole, edited []int, release func()) {
+	releases := make([]func(), 0, len(snaps))
+	for _, s := range snaps {
+		p, e, w, ed, rel := s.collect(full)
+		releases = append(releases, rel)
+		parts, edits = append(parts, p...), append(edits, e...)
+		whole, edited = append(whole, w...), append(edited, ed...)
+	}
+	return parts, edits, whole, edited, func() {
+		for _, r := range releases {
+			r()
+		}
+	}
 }
 
 // collect returns what s stores: the rows of each changed key group

@@ -134,6 +134,13 @@ func (c *coordinator) writeVersion(ctx context.Context, v *versionWrite) error {
 	if err := runAll(encs); err != nil {
 		return err
 	}
+	var written atomic.Int64 // the pieces', as they are written
+	putObject := func(name string, blob []byte) error {
+		if err := c.put(ctx, name, blob); err != nil {
+			return fmt.Errorf("writing state object %s: %w", name, err)
+		}
+		return nil
+	}
 	var fns []func() error
 	var deltas int64
 	for i, ss := range stages {
@@ -148,12 +155,7 @@ func (c *coordinator) writeVersion(ctx context.Context, v *versionWrite) error {
 		}
 		if e := enc[i]; e.blob != nil {
 			name := stateObjectName(n, id)
-			fns = append(fns, func() error {
-				if err := c.put(ctx, name, e.blob); err != nil {
-					return fmt.Errorf("writing state object %s: %w", name, err)
-				}
-				return nil
-			})
+			fns = append(fns, func() error { return putObject(name, e.blob) })
 			for _, kg := range e.whole {
 				a[kg] = []string{name}
 			}
@@ -170,7 +172,6 @@ func (c *coordinator) writeVersion(ctx context.Context, v *versionWrite) error {
 	if len(pieces) == 0 {
 		basesDone()
 	}
-	var written atomic.Int64
 	var left atomic.Int32
 	left.Store(int32(len(pieces)))
 	for _, sp := range pieces {
@@ -183,10 +184,7 @@ func (c *coordinator) writeVersion(ctx context.Context, v *versionWrite) error {
 			}()
 			return sp.write(func(name string, blob []byte) error {
 				written.Add(int64(len(blob)))
-				if err := c.put(ctx, name, blob); err != nil {
-					return fmt.Errorf("writing state object %s: %w", name, err)
-				}
-				return nil
+				return putObject(name, blob)
 			})
 		})
 	}

@@ -305,10 +305,7 @@ func (s *appendSink) Commit(epoch int64) error {
 	if err := s.Record(epoch); err != nil {
 		return err
 	}
-	s.aj.mu.Lock()
-	err := s.aj.rmErr
-	s.aj.mu.Unlock()
-	if err != nil {
+	if err := s.aj.failedRemoval(); err != nil {
 		return err
 	}
 	if done := s.aj.takeRolled(epoch); len(done) > 0 {
@@ -354,6 +351,11 @@ func (aj *appendJournal) remove(dir string, done []string) {
 // failed.
 func (aj *appendJournal) removeErr() error {
 	aj.removing.Wait()
+	return aj.failedRemoval()
+}
+
+// failedRemoval is the first background removal that has failed so far.
+func (aj *appendJournal) failedRemoval() error {
 	aj.mu.Lock()
 	defer aj.mu.Unlock()
 	return aj.rmErr
